@@ -1,0 +1,101 @@
+"""Reading what is on the registered devices: labels and metadata copies, without changing them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from traxfs.volume.device import Device, create_image, open_device
+from traxfs.volume.errors import DeviceError, ForeignDeviceError, LabelError, UsageError
+from traxfs.volume.label import Label, new_label, read_label, write_label
+from traxfs.volume.metadata_area import Copy, SlotState, newest, read_slots, write_slots
+from traxfs.volume.model import Geometry
+from traxfs.volume.registry import Registry
+
+ORPHAN_FORMAT = "traxfs-orphan/1"
+
+
+@dataclass
+class ScannedDevice:
+    path: str
+    device: Device | None = None
+    label: Label | None = None
+    slots: list[SlotState] = field(default_factory=list)
+    error: str | None = None  # why the device or its label could not be read
+
+    @property
+    def copy(self) -> Copy | None:
+        return newest(self.slots)
+
+    @property
+    def problems(self) -> list[str]:
+        return [s.problem for s in self.slots if s.problem]
+
+    @property
+    def vg_name(self) -> str | None:
+        c = self.copy
+        return c.doc.get("name") if c and c.doc.get("format") != ORPHAN_FORMAT else None
+
+    @property
+    def vg_uuid(self) -> str | None:
+        c = self.copy
+        return c.doc.get("uuid") if c and c.doc.get("format") != ORPHAN_FORMAT else None
+
+    @property
+    def orphan(self) -> bool:
+        c = self.copy
+        return self.label is not None and c is not None and c.doc.get("format") == ORPHAN_FORMAT
+
+    def close(self) -> None:
+        if self.device is not None:
+            self.device.close()
+            self.device = None
+
+
+def scan_one(path: str) -> ScannedDevice:
+    sd = ScannedDevice(path)
+    try:
+        sd.device = open_device(path)
+        sd.label = read_label(sd.device)
+        sd.slots = read_slots(sd.device, sd.label)
+    except (DeviceError, LabelError, OSError) as e:
+        sd.error = str(e)
+    return sd
+
+
+def scan(registry: Registry) -> list[ScannedDevice]:
+    return [scan_one(p) for p in registry.paths()]
+
+
+def pv_create(registry: Registry, path: str, size: int | None = None, unit: int | None = None) -> Label:
+    """Label a device (creating a sparse image file of ``size`` bytes if asked) and register it.
+
+    Refuses — writing nothing — a device that already carries a traxfs label, so a member of
+    another group is never overwritten by accident.
+    """
+    if unit is not None and (unit < 4096 or unit & (unit - 1)):
+        raise UsageError(f"track unit {unit} must be a power of two of at least 4096 bytes")
+    exists = os.path.exists(path)
+    if size is not None and exists and not os.path.isfile(path):
+        raise UsageError(f"{path}: --size applies to image files, not to block devices")
+    if size is None and not exists:
+        raise DeviceError(f"{path}: no such device; give --size to create an image file")
+    if exists:
+        sd = scan_one(path)
+        try:
+            if sd.label is not None:
+                owner = f"volume group {sd.vg_name!r}" if sd.vg_name else "no group yet"
+                raise ForeignDeviceError(f"{path}: already a traxfs physical volume ({owner})")
+            if sd.device is None:
+                raise DeviceError(sd.error or f"{path}: cannot open")
+        finally:
+            sd.close()
+    dev = create_image(path, size) if size is not None else open_device(path)
+    try:
+        label = new_label(dev)
+        write_slots(dev, label, 0, {"format": ORPHAN_FORMAT, "geometry": Geometry(unit=unit or Geometry.unit).__dict__})
+        write_label(dev, label)
+    finally:
+        dev.close()
+    registry.add(path)
+    return label
