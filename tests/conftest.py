@@ -1,0 +1,142 @@
+"""Shared fixtures for the volume-manager tests.
+
+* ``registry``   — a fresh :class:`Registry` whose home is inside the test's ``tmp_path``.
+* ``make_pvs``   — factory: ``make_pvs(n, size=..., unit=..., prefix=...)`` creates ``n`` sparse
+  image files, labels them with ``pv_create`` and returns their paths (``str``).
+* ``loop_attach`` — factory: ``loop_attach(image_path)`` attaches an image file to a free loop
+  device (``losetup --find --show``) and returns ``/dev/loopN``; every device attached is
+  detached (``losetup -d``) in teardown, whether the test passed or failed. The test is skipped,
+  with the reason, when losetup is not usable on this machine.
+
+Helpers used by several test files live here too (plain functions, imported as
+``from conftest import ...``; pytest puts ``tests/`` on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from traxfs.volume.label import MDA_COUNT, MDA_OFFSET, MDA_SLOT
+from traxfs.volume.registry import Registry
+from traxfs.volume.scan import pv_create
+
+MiB = 1024 * 1024
+
+# Modest hypothesis runs: the suite must stay fast on a 2-core machine, and no database of
+# examples is written into the source tree (a failure prints its reproduction blob instead).
+settings.register_profile(
+    "traxfs",
+    max_examples=20,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("TRAXFS_HYPOTHESIS_PROFILE", "traxfs"))
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    return Registry(home=tmp_path / "home")
+
+
+@pytest.fixture
+def make_pvs(registry: Registry, tmp_path: Path):
+    """Factory of labelled sparse image PVs; returns absolute paths."""
+    counter = [0]
+
+    def make(n: int, size: int = 64 * MiB, unit: int | None = None, prefix: str = "pv") -> list[str]:
+        out = []
+        for _ in range(n):
+            path = str(tmp_path / f"{prefix}{counter[0]}.img")
+            counter[0] += 1
+            pv_create(registry, path, size=size, unit=unit)
+            out.append(path)
+        return out
+
+    return make
+
+
+def _losetup_problem() -> str | None:
+    """Why loop devices cannot be used here, or None if they can."""
+    if shutil.which("losetup") is None:
+        return "losetup is not installed"
+    if os.geteuid() != 0:
+        return "attaching loop devices needs root"
+    probe = subprocess.run(["losetup", "--find"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"losetup --find fails: {probe.stderr.strip() or probe.returncode}"
+    return None
+
+
+@pytest.fixture
+def loop_attach():
+    problem = _losetup_problem()
+    if problem:
+        pytest.skip(f"loop devices unavailable: {problem}")
+    attached: list[str] = []
+
+    def attach(image: str | os.PathLike) -> str:
+        res = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
+                             timeout=30)
+        if res.returncode != 0:
+            raise RuntimeError(f"losetup --find --show {image} failed: {res.stderr.strip()}")
+        dev = res.stdout.strip()
+        attached.append(dev)
+        return dev
+
+    try:
+        yield attach
+    finally:
+        failures = []
+        for dev in reversed(attached):
+            res = subprocess.run(["losetup", "-d", dev], capture_output=True, text=True, timeout=30)
+            if res.returncode != 0:
+                failures.append(f"{dev}: {res.stderr.strip()}")
+        if failures:
+            pytest.fail("could not detach loop device(s): " + "; ".join(failures))
+
+
+# ----- helpers ----------------------------------------------------------------------------------
+
+def head_hash(path: str, n: int = 2 * MiB) -> str:
+    """sha256 of the first ``n`` bytes of a device: its labels and metadata copies."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read(n)).hexdigest()
+
+
+def file_hash(path: str) -> str:
+    """sha256 of a whole image file (sparse files hash quickly enough at test sizes)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(4 * MiB):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def slot_offset(slot: int) -> int:
+    assert 0 <= slot < MDA_COUNT
+    return MDA_OFFSET + slot * MDA_SLOT
+
+
+def read_at(path: str, offset: int, length: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(length)
+
+
+def write_at(path: str, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def flip_byte(path: str, offset: int) -> None:
+    b = read_at(path, offset, 1)
+    write_at(path, offset, bytes([b[0] ^ 0x5A]))

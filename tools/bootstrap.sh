@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what traxfs needs on a fresh Debian machine, idempotently: the Debian packages (FUSE 3,
+# its headers, pkg-config, fio) and a virtual environment in .venv with traxfs and its test tools.
+# Sourced by tools/main.sh and tools/test.sh; safe to rerun (it skips what is already there).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+DEBS=(fuse3 libfuse3-dev pkg-config fio)
+missing=()
+for d in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q "install ok installed" || missing+=("$d")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "bootstrap: installing Debian packages: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv" >&2
+  python3 -m venv .venv
+fi
+stamp=.venv/.traxfs-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+   || [ -n "$(find ext -name '*.pyx' -newer "$stamp" 2>/dev/null)" ]; then
+  echo "bootstrap: installing traxfs into .venv" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -c 'import traxfs.volume.group, pyfuse3' && touch "$stamp"
+fi

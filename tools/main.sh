@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: image files under ./work, a volume group, logical volumes
+# of every layout, fio through each (verify + throughput), and a report. See trax-demo(1).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tools/bootstrap.sh
+exec .venv/bin/trax demo --workdir "${TRAX_WORKDIR:-work}" "$@"
