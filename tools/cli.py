@@ -18,7 +18,7 @@ from traxfs.tools.sizes import format_size, parse_size
 from traxfs.volume.errors import UsageError, VolumeError
 from traxfs.volume.group import DEFAULT_EXTENT, VolumeGroup, list_groups
 from traxfs.volume.label import erase_label
-from traxfs.volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta
+from traxfs.volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta, check_name
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create, scan, scan_one
 
@@ -160,6 +160,7 @@ def cmd_vg_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 def cmd_vg_rename(a: argparse.Namespace, reg: Registry, out: Output) -> None:
+    check_name("volume group", a.new_name)  # before it names a lock file
     with VolumeGroup.open(reg, a.name) as vg, reg.lock(f"vg-{a.new_name}", f"volume group {a.new_name}"):
         vg.rename(a.new_name)
     out.message(f"volume group {a.name} renamed to {a.new_name}")

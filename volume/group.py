@@ -123,7 +123,9 @@ class VolumeGroup:
             sd = by_pv.get(pv.uuid)
             if sd is None:
                 devices[pv.uuid] = None
-                missing.append(f"{pv.path} (PV {pv.uuid})")
+                unreadable = [s.error for s in scanned if s.label is None and s.error
+                              and os.path.realpath(s.path) == os.path.realpath(pv.path)]
+                missing.append(f"{pv.path} (PV {pv.uuid}{''.join(f': {e}' for e in unreadable)})")
                 continue
             devices[pv.uuid] = sd.device
             copy = sd.copy
@@ -190,19 +192,24 @@ class VolumeGroup:
     def _claim(registry: Registry, paths: list[str], taken: set[str]) -> list[ScannedDevice]:
         """Scan ``paths`` for use in a group: each must be unlabelled or an orphan PV."""
         out = []
-        for path in paths:
-            sd = scan_one(path)
-            out.append(sd)
-            if sd.device is None:
-                raise DeviceError(sd.error or f"{path}: cannot open")
-            if sd.label is not None and not sd.orphan:
-                if sd.vg_name:
-                    raise ForeignDeviceError(f"{path}: already belongs to volume group {sd.vg_name!r}")
-                raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)})")
-            if sd.label is not None and sd.label.pv_uuid in taken:
-                raise UsageError(f"{path}: given twice")
-            if sd.label is not None:
-                taken.add(sd.label.pv_uuid)
+        try:
+            for path in paths:
+                sd = scan_one(path)
+                out.append(sd)
+                if sd.device is None:
+                    raise DeviceError(sd.error or f"{path}: cannot open")
+                if sd.label is not None and not sd.orphan:
+                    if sd.vg_name:
+                        raise ForeignDeviceError(f"{path}: already belongs to volume group {sd.vg_name!r}")
+                    raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)})")
+                if sd.label is not None and sd.label.pv_uuid in taken:
+                    raise UsageError(f"{path}: given twice")
+                if sd.label is not None:
+                    taken.add(sd.label.pv_uuid)
+        except BaseException:  # refused: close what was opened (the caller never sees it)
+            for sd in out:
+                sd.close()
+            raise
         return out
 
     @staticmethod
@@ -334,7 +341,7 @@ class VolumeGroup:
         """Grow ``name`` to ``size`` bytes (never shrinks: shrinking would cut data)."""
         lv = self.meta.lv(name)
         extents = self._extents(size, lv.stripes)
-        if extents < lv.extents:
+        if size < lv.extents * self.meta.extent_size:
             raise UsageError(f"{self.meta.name}/{name}: shrinking from {lv.extents} extents is not supported")
         if extents == lv.extents:
             return lv

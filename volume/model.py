@@ -192,6 +192,9 @@ class VolumeGroupMeta:
             check_name("logical volume", lv.name)
             if lv.layout not in LAYOUTS:
                 raise ValueError(f"logical volume {lv.name}: unknown layout {lv.layout!r}")
+            if lv.stripe_unit < 512 or self.extent_size % lv.stripe_unit:
+                raise ValueError(f"logical volume {lv.name}: stripe unit {lv.stripe_unit} does not divide "
+                                 f"the extent size {self.extent_size}")
             for leg in lv.legs:
                 if leg.state not in ("in_sync", "stale"):
                     raise ValueError(f"logical volume {lv.name}: unknown leg state {leg.state!r}")

@@ -1,0 +1,134 @@
+"""The trax command as a user drives it: real processes, real image files.
+
+Bad input must give a clear message on stderr, a non-zero exit, and change nothing — checked by
+hashing every device image and the device list before and after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traxfs.tools.cli import build_parser, main
+
+pytestmark = pytest.mark.timeout(120)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def trax(home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def ok(home: Path, *args: str) -> str:
+    p = trax(home, *args)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def state(tmp: Path) -> dict[str, str]:
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(tmp.rglob("*")) if f.is_file() and "locks" not in f.parts}
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Built in-process (fast); the commands under test run as real processes."""
+    home = tmp_path / "home"
+    disks = [str(tmp_path / f"d{i}.img") for i in range(4)]
+    assert main(["--home", str(home), "pv", "create", *disks, "--size", "32M"]) == 0
+    assert main(["--home", str(home), "vg", "create", "vg0", *disks]) == 0
+    assert main(["--home", str(home), "lv", "create", "vg0/data", "--size", "16M", "--layout", "striped"]) == 0
+    return home, disks
+
+
+def test_lifecycle_and_json(group: tuple[Path, list[str]], tmp_path: Path) -> None:
+    home, disks = group
+    ok(home, "lv", "create", "vg0/m", "--size", "8M", "--layout", "traxtent", "--mirror")
+    lvs = json.loads(ok(home, "--json", "lv", "list"))
+    assert {(d["name"], d["layout"], d["mirror"]) for d in lvs} == {("data", "striped", False), ("m", "traxtent", True)}
+    ok(home, "lv", "extend", "vg0/data", "--size", "32M")
+    ok(home, "lv", "rename", "vg0/data", "bulk")
+    shown = json.loads(ok(home, "--json", "lv", "show", "vg0/bulk"))
+    assert shown["size"] == 32 << 20 and shown["stripes"] == 4
+    extra = str(tmp_path / "d4.img")
+    ok(home, "pv", "create", extra, "--size", "32M")
+    ok(home, "vg", "extend", "vg0", extra)
+    ok(home, "vg", "rename", "vg0", "tank")
+    vgs = json.loads(ok(home, "--json", "vg", "list"))
+    assert [(g["name"], len(g["devices"]), sorted(g["lvs"])) for g in vgs] == [("tank", 5, ["bulk", "m"])]
+    ok(home, "lv", "remove", "tank/m")
+    assert trax(home, "vg", "remove", "tank").returncode == 1  # still holds bulk
+    ok(home, "vg", "remove", "tank", "--force")
+    pvs = json.loads(ok(home, "--json", "pv", "list"))
+    assert {p["state"] for p in pvs} == {"unused"}
+    ok(home, "pv", "remove", extra)
+    assert len(json.loads(ok(home, "--json", "pv", "list"))) == 4
+
+
+BAD = [
+    (["lv", "create", "vg0/x", "--size", "10Q"], 2, "invalid size"),
+    (["lv", "create", "vg0/x"], 2, "--size"),
+    (["lv", "create", "novg", "--size", "1M"], 2, "VG/LV"),
+    (["lv", "create", "vg0/x", "--size", "1M", "--layout", "raid5"], 2, "invalid choice"),
+    (["lv", "create", "vg0/x", "--size", "1M", "--layout", "striped", "--stripe-unit", "3000"], 1, "power of two"),
+    (["lv", "create", "vg0/x", "--size", "1M", "--layout", "striped", "--stripes", "9"], 1, "9 stripes"),
+    (["lv", "create", "vg0/x", "--size", "10G"], 1, "not enough free extents"),
+    (["lv", "create", "vg0/data", "--size", "1M"], 1, "already has"),
+    (["lv", "create", "vg0/-bad", "--size", "1M"], 1, "invalid logical volume name"),
+    (["lv", "create", "vg0/" + "n" * 300, "--size", "1M"], 1, "invalid logical volume name"),
+    (["lv", "create", "vg0/x", "--size", "0"], 1, "size must be positive"),
+    (["lv", "create", "vg0/x", "--size", "4M", "--layout", "striped", "--mirror", "--stripes", "3"], 1,
+     "needs 6 devices"),
+    (["lv", "extend", "vg0/data", "--size", "4M"], 1, "shrinking"),
+    (["lv", "remove", "vg0/nothere"], 1, "no logical volume"),
+    (["lv", "resync", "vg0/data"], 1, "not a mirror"),
+    (["vg", "create", "vg1", "/nonexistent/disk.img"], 1, "/nonexistent/disk.img"),
+    (["vg", "show", "nosuch"], 1, "no volume group named 'nosuch'"),
+    (["vg", "rename", "vg0", "bad/name"], 1, "invalid volume group name"),
+    (["vg", "create", "vg0", "/dev/null"], 1, "already exists"),
+    (["vg", "create", "vg1", "--extent-size", "3M", "x"], 1, "extent size"),
+    (["pv", "remove", "/nonexistent"], 1, "/nonexistent"),
+    (["frobnicate"], 2, "invalid choice"),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "message"), BAD, ids=[" ".join(a)[:40] for a, _, _ in BAD])
+def test_bad_input_changes_nothing(group: tuple[Path, list[str]], tmp_path: Path, args: list[str], code: int,
+                                   message: str) -> None:
+    home, _ = group
+    before = state(tmp_path)
+    p = trax(home, *args)
+    assert p.returncode == code, (p.stdout, p.stderr)
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr
+    assert state(tmp_path) == before
+
+
+def test_device_of_another_group_is_refused_by_name(group: tuple[Path, list[str]], tmp_path: Path) -> None:
+    home, disks = group
+    before = state(tmp_path)
+    for args in (["vg", "create", "vg1", disks[0]], ["pv", "create", disks[1]]):
+        p = trax(home, *args)
+        assert p.returncode == 1 and disks[args[-1] == disks[1]] in p.stderr and "vg0" in p.stderr
+    assert state(tmp_path) == before
+
+
+def test_every_command_has_a_man_page_and_help() -> None:
+    parser = build_parser()
+    groups = parser._subparsers._group_actions[0].choices  # noqa: SLF001 - argparse has no public walk
+    pages = {p.name: p.read_text() for p in (REPO / "man").iterdir()}
+    assert "trax.1" in pages
+    for name, sub in groups.items():
+        page = next((t for n, t in pages.items() if n.startswith(f"trax-{name}.")), None)
+        assert page is not None, f"no man page for trax {name}"
+        actions = sub._subparsers._group_actions[0].choices if sub._subparsers else {}  # noqa: SLF001
+        for action in actions:
+            assert re.search(rf"\b{action}\b", page), f"trax-{name} page does not describe {action}"
+            assert trax(Path("/nonexistent-home"), name, action, "--help").returncode == 0
