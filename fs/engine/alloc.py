@@ -1,0 +1,108 @@
+"""Allocation of pages and regions (Stasis §1.9), from bitmap pages.
+
+One bit per page in the allocation maps (pages 1..k). Allocating sets bits with logged,
+commuting bit operations (so concurrent transactions sharing a map page never undo each other's
+bits); if the allocating transaction aborts, the undo clears them again.
+
+**Freed space is never reused before the freeing transaction commits**: ``free_*`` only records
+the intent; the bits are cleared by a pre-commit hook, in the same transaction, just before its
+commit record. An aborted transaction's frees simply never happen.
+
+Regions are runs of contiguous pages aligned to ``align`` pages — the volume's stripe unit or
+track — for large objects streamed to the device without logging their bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from traxfs.fs.engine import ops
+from traxfs.fs.engine.page import PAGE_SIZE, PageType
+from traxfs.fs.engine.xact import Transaction
+
+HEADER = 32
+
+
+class NoSpace(Exception):
+    """The page file has no free run of the requested size (ENOSPC)."""
+
+
+class Allocator:
+    def __init__(self, engine):
+        self.e = engine
+        self.bits_per_map = (PAGE_SIZE - HEADER) * 8
+        self.first_data = 1 + engine.nmaps
+        self._lock = threading.Lock()
+        self._cursor = self.first_data
+
+    def _map_of(self, pid: int) -> tuple[int, int]:
+        return 1 + pid // self.bits_per_map, pid % self.bits_per_map
+
+    def _bitmap(self, map_pid: int) -> bytes:
+        with self.e.page(map_pid) as f:
+            return bytes(f.data[HEADER:])
+
+    def is_allocated(self, pid: int) -> bool:
+        map_pid, bit = self._map_of(pid)
+        return bool(self._bitmap(map_pid)[bit // 8] >> (bit % 8) & 1)
+
+    def _find_run(self, count: int, align: int) -> int:
+        """First free run of ``count`` pages starting at a multiple of ``align``, from the cursor."""
+        total = self.e.sb.page_count
+        for start_from in (self._cursor, self.first_data):
+            pid = -(-start_from // align) * align
+            cached: dict[int, bytes] = {}
+            while pid + count <= total:
+                run_ok = True
+                for q in range(pid, pid + count):
+                    m, bit = self._map_of(q)
+                    bm = cached.get(m) or cached.setdefault(m, self._bitmap(m))
+                    if bm[bit // 8] >> (bit % 8) & 1:
+                        run_ok = False
+                        pid = -(-(q + 1) // align) * align
+                        break
+                if run_ok:
+                    return pid
+        raise NoSpace(f"{self.e.name}: no free run of {count} page(s) (aligned to {align})")
+
+    def _set(self, tx: Transaction, first: int, count: int, opcode: int) -> None:
+        pid = first
+        while pid < first + count:
+            m, bit = self._map_of(pid)
+            n = min(first + count - pid, self.bits_per_map - bit)
+            self.e.update(tx, m, opcode, ops.bits_payload(bit, n))
+            pid += n
+
+    def alloc_region(self, tx: Transaction, count: int, align: int = 1) -> int:
+        """Allocate ``count`` contiguous pages aligned to ``align``; returns the first page."""
+        with self._lock:
+            first = self._find_run(count, align)
+            self._set(tx, first, count, ops.OP_SET_BITS)
+            self._cursor = first + count
+        return first
+
+    def alloc_page(self, tx: Transaction, ptype: int = PageType.SLOTTED, aux: int = 0, body: bytes = b"") -> int:
+        """Allocate one page and format it as ``ptype`` (logged, so an abort frees it again)."""
+        pid = self.alloc_region(tx, 1)
+        f = self.e.buffer.pin(pid, load=False)  # a free page's old bytes do not matter
+        try:
+            with f.latch:
+                self.e.update(tx, pid, ops.OP_IMAGE, ops.image_payload(f.data, ptype, aux, body))
+        finally:
+            self.e.buffer.unpin(f)
+        return pid
+
+    def free_region(self, tx: Transaction, first: int, count: int) -> None:
+        """Free at commit of ``tx`` (never earlier: an uncommitted free must not be reused)."""
+        tx.pre_commit.append(lambda t: self._set(t, first, count, ops.OP_CLEAR_BITS))
+
+    def free_page(self, tx: Transaction, pid: int) -> None:
+        self.free_region(tx, pid, 1)
+
+    def free_count(self) -> int:
+        total = 0
+        for m in range(self.e.nmaps):
+            pages = min(self.bits_per_map, self.e.sb.page_count - m * self.bits_per_map)
+            used = (int.from_bytes(self._bitmap(1 + m), "little") & ((1 << pages) - 1)).bit_count()
+            total += pages - used
+        return total

@@ -1,0 +1,194 @@
+"""The buffer manager: page frames in memory, pins, latches, the dirty page table, write-back.
+
+* **Pins** count users of a frame; a pinned frame is never evicted. There is no pin or latch
+  ordering rule (Stasis §1.3): any thread may pin any number of pages.
+* **Latches** (one re-entrant lock per frame) protect a page's bytes while an operation reads or
+  changes them.
+* **Dirty page table**: a dirty frame remembers ``rec_lsn``, the first LSN that dirtied it since
+  it was last written; recovery's redo and log truncation start from the minimum.
+* **Write-ahead rule, enforced where pages are written** (:meth:`_write`): the log is forced up
+  to the page's LSN before the page goes to the device, whatever policy asked for the write.
+  Page LSNs are the *end* LSN of the last record applied, so "forced up to the page LSN" means
+  that whole record is durable.
+* **Write-back** writes dirty pages in page (= device) order from one thread, so writes reach the
+  device as ascending runs (Stasis' write-back lesson).
+* **Replacement**: LRU over unpinned frames, within a budget of ``capacity`` frames. If every
+  frame is pinned the budget is exceeded rather than deadlocking (counted in ``stats``).
+* **Per-type hooks**: a page type may register ``on_load(pid, buf)`` and ``on_flush(pid, buf)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from traxfs.fs.engine.page import PAGE_SIZE, page_lsn, page_type, seal, verify
+
+
+class Frame:
+    __slots__ = ("pid", "data", "pins", "dirty", "rec_lsn", "latch", "loaded", "error")
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.data = bytearray(PAGE_SIZE)
+        self.pins = 1
+        self.dirty = False
+        self.rec_lsn = 0
+        self.latch = threading.RLock()
+        self.loaded = threading.Event()
+        self.error: BaseException | None = None
+
+    @property
+    def lsn(self) -> int:
+        return page_lsn(self.data)
+
+
+class BufferManager:
+    def __init__(self, dev, pages_offset: int, page_count: int, force_log: Callable[[int], None],
+                 capacity: int = 4096):
+        self.dev, self.pages_offset, self.page_count = dev, pages_offset, page_count
+        self.force_log = force_log
+        self.capacity = capacity
+        self._frames: OrderedDict[int, Frame] = OrderedDict()
+        self._lock = threading.Lock()
+        self._writer = threading.Lock()  # one writer at a time: write-back in file order
+        self.hooks: dict[int, tuple[Callable | None, Callable | None]] = {}
+        self.stats = {"hits": 0, "misses": 0, "writes": 0, "evictions": 0, "over_budget": 0}
+
+    def register_hooks(self, ptype: int, on_load: Callable | None = None, on_flush: Callable | None = None) -> None:
+        self.hooks[ptype] = (on_load, on_flush)
+
+    def _offset(self, pid: int) -> int:
+        if not 0 <= pid < self.page_count:
+            raise ValueError(f"page {pid} outside the page file (0..{self.page_count - 1})")
+        return self.pages_offset + pid * PAGE_SIZE
+
+    # ----- pin / unpin --------------------------------------------------------------------------
+    def pin(self, pid: int, load: bool = True) -> Frame:
+        """Return the frame of ``pid`` pinned, loading it if needed. The thread that creates a
+        frame loads it outside the table lock, so a slow read holds up only its own page.
+        ``load=False``: the caller will overwrite the whole page (a fresh allocation, or redo
+        of a full page image), so a non-resident page starts as zeros without being read —
+        which is also how a torn page is repaired."""
+        self._offset(pid)
+        victims: list[Frame] | None = None
+        with self._lock:
+            f = self._frames.get(pid)
+            if f is not None:
+                f.pins += 1
+                self._frames.move_to_end(pid)
+                self.stats["hits"] += 1
+            else:
+                f = Frame(pid)
+                self._frames[pid] = f
+                self.stats["misses"] += 1
+                victims = self._choose_victims()
+        if victims is None:
+            f.loaded.wait()
+            if f.error is not None:
+                raise f.error
+            return f
+        for v in victims:
+            self._evict(v)
+        if not load:
+            f.loaded.set()
+            return f
+        try:
+            raw = self.dev.read(self._offset(pid), PAGE_SIZE)
+            verify(raw, pid)
+            f.data[:] = raw
+            hook = self.hooks.get(page_type(raw), (None, None))[0]
+            if hook:
+                hook(pid, f.data)
+        except BaseException as e:
+            f.error = e
+            with self._lock:
+                if self._frames.get(pid) is f:
+                    del self._frames[pid]
+            raise
+        finally:
+            f.loaded.set()
+        return f
+
+    def unpin(self, f: Frame) -> None:
+        with self._lock:
+            f.pins -= 1
+
+    def mark_dirty(self, f: Frame, lsn: int) -> None:
+        """Called with the frame latched, after an operation stamped it with ``lsn``."""
+        if not f.dirty:
+            f.dirty = True
+            f.rec_lsn = lsn
+
+    # ----- replacement --------------------------------------------------------------------------
+    def _choose_victims(self) -> list[Frame]:
+        """Under the table lock: unpinned frames to drop so the table fits the budget."""
+        out = []
+        excess = len(self._frames) - self.capacity
+        if excess <= 0:
+            return out
+        for f in self._frames.values():
+            if len(out) >= excess:
+                break
+            if f.pins == 0 and f.loaded.is_set():
+                out.append(f)
+        for f in out:
+            f.pins += 1  # hold it while we write it out, so nobody else evicts it
+        if len(out) < excess:
+            self.stats["over_budget"] += 1
+        return out
+
+    def _evict(self, f: Frame) -> None:
+        with f.latch:
+            if f.dirty:
+                self._write(f)
+        with self._lock:
+            f.pins -= 1
+            if f.pins == 0 and not f.dirty and self._frames.get(f.pid) is f:
+                del self._frames[f.pid]
+                self.stats["evictions"] += 1
+
+    # ----- writing ------------------------------------------------------------------------------
+    def _write(self, f: Frame) -> None:
+        """Write one frame (caller holds its latch). The write-ahead rule lives here."""
+        self.force_log(f.lsn)
+        copy = bytearray(f.data)
+        hook = self.hooks.get(page_type(copy), (None, None))[1]
+        if hook:
+            hook(f.pid, copy)
+        seal(copy, f.pid)
+        self.dev.write(self._offset(f.pid), copy)
+        f.dirty = False
+        f.rec_lsn = 0
+        self.stats["writes"] += 1
+
+    def write_back(self, sync: bool = True) -> int:
+        """Write every dirty page in page order; then flush the device. Returns pages written."""
+        with self._writer:
+            with self._lock:
+                dirty = sorted((f for f in self._frames.values() if f.dirty), key=lambda f: f.pid)
+                for f in dirty:
+                    f.pins += 1
+            n = 0
+            for f in dirty:
+                with f.latch:
+                    if f.dirty:
+                        self._write(f)
+                        n += 1
+                self.unpin(f)
+            if sync:
+                self.dev.flush()
+            return n
+
+    def dirty_page_table(self) -> dict[int, int]:
+        with self._lock:
+            return {f.pid: f.rec_lsn for f in self._frames.values() if f.dirty}
+
+    def drop_all(self) -> None:
+        """Forget every frame without writing (unclean shutdown: what was not written is lost)."""
+        with self._lock:
+            self._frames.clear()
+
+    def resident(self) -> int:
+        return len(self._frames)

@@ -1,0 +1,335 @@
+"""The engine façade: format, open (with recovery), transactions, checkpoints, shutdown.
+
+Device layout (one engine per device — an image file, a logical volume, anything with
+``read``/``write``/``flush``/``size``)::
+
+    [0, 8 KiB)                 superblock, two copies
+    [8 KiB, 8 KiB + log_size)  the circular log
+    [pages_offset, end)        pages of 4 KiB, pages_offset 1 MiB-aligned
+        page 0                 the catalog: named roots of structures (slotted)
+        pages 1..k             allocation bitmaps (one bit per page)
+        pages k+1..            data
+
+``update(tx, page, opcode, payload)`` is Stasis' ``Tupdate``: latch the page, append the log
+record, run the operation's redo as the forward action, stamp the page LSN, mark it dirty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+
+from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine.buffer import BufferManager, Frame
+from traxfs.fs.engine.locks import LockManager, X
+from traxfs.fs.engine.logmanager import Durability, GroupCommitPolicy, LogManager
+from traxfs.fs.engine.logrecord import NO_PAGE, RecType
+from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
+from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal, set_page_lsn
+from traxfs.fs.engine.recovery import recover, rollback
+from traxfs.fs.engine.superblock import SUPER_AREA, Superblock, read_superblock, write_superblock
+from traxfs.fs.engine.xact import NestedTopAction, Transaction, TransactionError, TxState
+
+BITS_PER_MAP = (PAGE_SIZE - 32) * 8
+CATALOG_PAGE = 0
+_ROOT = struct.Struct("<Q")
+
+
+def _log_buffer_factory(kind: str):
+    from traxfs.ext import logbuffer
+
+    return {"cd": logbuffer.ConsolidatedLogBuffer, "mutex": logbuffer.MutexLogBuffer}[kind]
+
+
+class Engine:
+    # ----- creating and opening -----------------------------------------------------------------
+    @staticmethod
+    def format(dev, *, log_size: int = 64 << 20, name: str = "engine") -> Superblock:
+        """Lay out an empty engine on ``dev`` (not logged: nothing else is on it yet)."""
+        log_size -= log_size % 4096
+        pages_offset = -(-(SUPER_AREA + log_size) // (1 << 20)) * (1 << 20)
+        page_count = (dev.size - pages_offset) // PAGE_SIZE
+        nmaps = -(-page_count // BITS_PER_MAP)
+        if page_count < nmaps + 16:
+            raise ValueError(f"{name}: device of {dev.size} bytes is too small for a {log_size}-byte log")
+        buf = bytearray(PAGE_SIZE)
+        init_header(buf, CATALOG_PAGE, PageType.SLOTTED)
+        slotted.format_slotted(buf)
+        seal(buf, CATALOG_PAGE)
+        dev.write(pages_offset, buf)
+        for m in range(nmaps):  # the catalog and the maps themselves are allocated
+            init_header(buf, 1 + m, PageType.ALLOC_MAP)
+            first = m * BITS_PER_MAP
+            for pid in range(first, min(first + BITS_PER_MAP, nmaps + 1)):
+                buf[32 + (pid - first) // 8] |= 1 << (pid % 8)
+            seal(buf, 1 + m)
+            dev.write(pages_offset + (1 + m) * PAGE_SIZE, buf)
+        sb = Superblock(PAGE_SIZE, SUPER_AREA, log_size, pages_offset, page_count, FIRST_LSN, FIRST_LSN,
+                        epoch=0, seq=0, log_id=int.from_bytes(os.urandom(4), "little"))
+        sb = write_superblock(dev, sb)
+        return write_superblock(dev, sb)  # both copies valid from the start
+
+    def __init__(self, dev, sb: Superblock, *, name: str, buffer_pages: int, policy: GroupCommitPolicy | None,
+                 log_buffer: str):
+        self.dev, self.sb, self.name = dev, sb, name
+        self.store = LogStore(dev, sb.log_offset, sb.log_size, sb.log_id)
+        self.buffer = BufferManager(dev, sb.pages_offset, sb.page_count, self._force_log, capacity=buffer_pages)
+        self.locks = LockManager()
+        self.log: LogManager | None = None
+        self._policy, self._log_buffer = policy, log_buffer
+        self._xacts: dict[int, Transaction] = {}
+        self._xact_lock = threading.Lock()
+        self._max_xid = 0
+        self._ckpt_lock = threading.Lock()
+        self._ckpt_requested = threading.Event()
+        self._catalog_lock = threading.Lock()
+        self.nmaps = -(-sb.page_count // BITS_PER_MAP)
+        self.closed = False
+        from traxfs.fs.engine.alloc import Allocator
+
+        self.alloc = Allocator(self)
+
+    @classmethod
+    def open(cls, dev, *, name: str = "engine", buffer_pages: int = 4096, policy: GroupCommitPolicy | None = None,
+             log_buffer: str = "cd") -> Engine:
+        """Open an engine, running recovery (analysis, redo, undo) and a checkpoint."""
+        eng = cls(dev, read_superblock(dev, name), name=name, buffer_pages=buffer_pages, policy=policy,
+                  log_buffer=log_buffer)
+        eng.recovery = recover(eng)
+        eng._checkpointer = threading.Thread(target=eng._checkpoint_loop, name="checkpointer", daemon=True)
+        eng._checkpointer.start()
+        return eng
+
+    def _start_log(self, end_lsn: int, max_xid: int) -> None:
+        """Called by recovery once the log's end is known: new epoch, then the log manager."""
+        self.sb = write_superblock(self.dev, replace(self.sb, epoch=self.sb.epoch + 1))
+        self.log = LogManager(self.store, end_lsn, self.sb.epoch, _log_buffer_factory(self._log_buffer),
+                              policy=self._policy, on_pressure=self._ckpt_requested.set)
+        self.log.trunc_lsn = self.sb.trunc_lsn
+        self._max_xid = max_xid
+
+    def _force_log(self, lsn: int) -> None:
+        if self.log is not None:
+            self.log.force(lsn)
+
+    # ----- transactions -------------------------------------------------------------------------
+    def begin(self) -> Transaction:
+        self._check_open()
+        with self._xact_lock:
+            self._max_xid += 1
+            tx = Transaction(self._max_xid)
+            self._xacts[tx.xid] = tx
+        return tx
+
+    def _append(self, tx: Transaction, rtype: int, page: int = NO_PAGE, opcode: int = 0, undo_next: int = 0,
+                payload: bytes = b"") -> tuple[int, int]:
+        if tx.first_lsn == 0:
+            with self._xact_lock:  # atomic with checkpoints' snapshot of the transaction table
+                lsn, end = self.log.append(rtype, tx.xid, tx.last_lsn, page, opcode, undo_next, payload)
+                tx.first_lsn = lsn
+        else:
+            lsn, end = self.log.append(rtype, tx.xid, tx.last_lsn, page, opcode, undo_next, payload)
+        tx.last_lsn = lsn
+        return lsn, end
+
+    def apply(self, tx: Transaction, pid: int, opcode: int, payload: bytes, rtype: int = RecType.UPDATE,
+              undo_next: int = 0) -> int:
+        """Log and perform one page operation (Stasis' Tupdate). Returns the record's LSN."""
+        op = ops.lookup(opcode)
+        if op.redo is None:
+            raise ValueError(f"operation {op.name} has no page redo")
+        f = self.buffer.pin(pid)
+        try:
+            with f.latch:
+                scratch = bytearray(f.data)
+                op.redo(scratch, payload)  # refuses bad arguments before anything is logged
+                if len(scratch) != PAGE_SIZE:
+                    raise ValueError(f"operation {op.name} changed the page size: refused")
+                if not f.dirty:
+                    self._log_page_image(f)
+                lsn, end = self._append(tx, rtype, pid, opcode, undo_next, payload)
+                f.data[:] = scratch
+                set_page_lsn(f.data, end)
+                self.buffer.mark_dirty(f, lsn)
+        finally:
+            self.buffer.unpin(f)
+        return lsn
+
+    def _log_page_image(self, f: Frame) -> None:
+        """Full-page write protection: before the first change to a page since it was last
+        written, log its whole image. If the next write of the page tears (power loss mid-write),
+        redo rebuilds it from this image instead of from the damaged page."""
+        image = bytes(f.data).rstrip(b"\0")
+        lsn, end = self.log.append(RecType.PAGE_IMAGE, page=f.pid, payload=image)
+        set_page_lsn(f.data, end)
+        self.buffer.mark_dirty(f, lsn)
+
+    def update(self, tx: Transaction, pid: int, opcode: int, payload: bytes) -> int:
+        tx.require_active()
+        return self.apply(tx, pid, opcode, payload)
+
+    @contextlib.contextmanager
+    def page(self, pid: int) -> Iterator[Frame]:
+        """Pin and latch a page for reading (or for a sequence of updates that must be atomic)."""
+        f = self.buffer.pin(pid)
+        try:
+            with f.latch:
+                yield f
+        finally:
+            self.buffer.unpin(f)
+
+    def nta_begin(self, tx: Transaction) -> NestedTopAction:
+        tx.require_active()
+        return NestedTopAction(tx, tx.last_lsn)
+
+    def nta_end(self, nta: NestedTopAction, undo_opcode: int = 0, undo_payload: bytes = b"") -> None:
+        """Close a nested top action: its physical records will never be undone; if the
+        transaction aborts, the logical undo ``undo_opcode(undo_payload)`` runs instead."""
+        tx = nta.tx
+        if undo_opcode:
+            ops.lookup(undo_opcode)
+            self._append(tx, RecType.LOGICAL, NO_PAGE, undo_opcode, nta.start_lsn, undo_payload)
+        else:
+            self._append(tx, RecType.DUMMY_CLR, undo_next=nta.start_lsn)
+
+    def lock(self, tx: Transaction, key, mode: str = X) -> None:
+        tx.require_active()
+        tx.depends_lsn = max(tx.depends_lsn, self.locks.lock(tx.xid, key, mode))
+
+    def commit(self, tx: Transaction, durable: bool = True) -> Durability:
+        """Commit. With ``durable`` (the default) return once the commit record is on disk;
+        otherwise (soft commit) return at once with a handle to wait on. Locks are released as
+        soon as the commit record is in the log buffer (early lock release)."""
+        tx.require_active()
+        for hook in tx.pre_commit:
+            hook(tx)
+        if tx.first_lsn == 0:  # read-only: nothing to log, but ELR condition 1 still holds
+            self._end(tx, TxState.ENDED)
+            self.locks.release_all(tx.xid)
+            handle = Durability(self.log, tx.depends_lsn)
+        else:
+            _, end = self._append(tx, RecType.COMMIT)
+            tx.state = TxState.COMMITTED
+            self.locks.release_all(tx.xid, end)  # ELR: before the commit is durable
+            handle = self.log.commit_handle(max(end, tx.depends_lsn))
+            self._append(tx, RecType.END)
+            self._end(tx, TxState.ENDED)
+        if durable:
+            handle.wait()
+        return handle
+
+    def soft_commit(self, tx: Transaction) -> Durability:
+        return self.commit(tx, durable=False)
+
+    def abort(self, tx: Transaction) -> None:
+        """Roll back every change of ``tx`` (writing CLRs), then end it."""
+        if tx.state not in (TxState.ACTIVE, TxState.ABORTING):
+            raise TransactionError(f"transaction {tx.xid} is {tx.state.value}; it cannot abort")
+        if tx.first_lsn:
+            tx.state = TxState.ABORTING
+            self._append(tx, RecType.ABORT)
+            self.log.flush_all()  # the undo chain is read back from the log
+            rollback(self, tx, tx.last_lsn)
+            self._append(tx, RecType.END)
+        for hook in tx.on_abort:
+            hook(tx)
+        self._end(tx, TxState.ENDED)
+        self.locks.release_all(tx.xid)
+
+    def _end(self, tx: Transaction, state: TxState) -> None:
+        tx.state = state
+        with self._xact_lock:
+            self._xacts.pop(tx.xid, None)
+
+    def active_transactions(self) -> list[Transaction]:
+        with self._xact_lock:
+            return list(self._xacts.values())
+
+    # ----- catalog: named roots -----------------------------------------------------------------
+    def get_root(self, name: str) -> int | None:
+        key = name.encode() + b"\0"
+        with self.page(CATALOG_PAGE) as f:
+            for rec in slotted.records(f.data):
+                if rec.startswith(key):
+                    return _ROOT.unpack_from(rec, len(key))[0]
+        return None
+
+    def set_root(self, tx: Transaction, name: str, value: int) -> None:
+        """Name a root. Slot operations shift indices, so the catalog page is locked until
+        ``tx`` ends: positional undo is only safe on a page no one else changed meanwhile."""
+        self.lock(tx, ("catalog",))
+        key = name.encode() + b"\0"
+        body = key + _ROOT.pack(value)
+        with self._catalog_lock, self.page(CATALOG_PAGE) as f:
+            for i, rec in enumerate(slotted.records(f.data)):
+                if rec.startswith(key):
+                    self.update(tx, CATALOG_PAGE, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(i, rec, body))
+                    return
+            self.update(tx, CATALOG_PAGE, ops.OP_SLOT_INSERT,
+                        ops.slot_insert_payload(slotted.count(f.data), body))
+
+    # ----- checkpoints and shutdown -------------------------------------------------------------
+    def checkpoint(self) -> int:
+        """Fuzzy checkpoint: write back dirty pages, log the tables, move the truncation point."""
+        with self._ckpt_lock:
+            self._ckpt_requested.clear()
+            self.buffer.write_back()
+            begin, _ = self.log.append(RecType.BEGIN_CHECKPOINT)
+            with self._xact_lock:
+                txs = {x: [t.first_lsn, t.last_lsn, t.state.value] for x, t in self._xacts.items() if t.first_lsn}
+                dpt = self.buffer.dirty_page_table()
+                payload = json.dumps({"xacts": txs, "dpt": dpt, "max_xid": self._max_xid}).encode()
+                _, end = self.log.append(RecType.CHECKPOINT, payload=payload)
+            self.log.force(end)
+            trunc = min([begin] + [v[0] for v in txs.values()] + list(dpt.values()))
+            self.sb = write_superblock(self.dev, replace(self.sb, checkpoint_lsn=begin, trunc_lsn=trunc))
+            self.log.trunc_lsn = trunc
+            self.locks.prune(self.log.durable_lsn)
+            return begin
+
+    def _checkpoint_loop(self) -> None:
+        while not self.closed:
+            if self._ckpt_requested.wait(0.5) and not self.closed:
+                try:
+                    self.checkpoint()
+                except Exception:  # a failed background checkpoint retries on the next request
+                    if self.closed:
+                        return
+                    raise
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise TransactionError(f"{self.name}: engine is closed")
+
+    def close(self) -> None:
+        """Clean shutdown: every active transaction must have ended; checkpoint; stop."""
+        if self.closed:
+            return
+        active = self.active_transactions()
+        if active:
+            raise TransactionError(f"{self.name}: {len(active)} transaction(s) still active")
+        self.checkpoint()
+        self.closed = True
+        self._ckpt_requested.set()
+        self.log.close(flush=True)
+        self.dev.flush()
+
+    def unclean_shutdown(self) -> None:
+        """Simulate a crash (Stasis' TuncleanShutdown): stop without writing anything more.
+        What the log daemon had not flushed and the buffer had not written is lost."""
+        self.closed = True
+        self._ckpt_requested.set()
+        self.log.close(flush=False)
+        self.buffer.drop_all()
+
+    def stats(self) -> dict:
+        return {"log": {**self.log.stats, "durable_lsn": self.log.durable_lsn, "trunc_lsn": self.log.trunc_lsn,
+                        "reserved_lsn": self.log.reserved()},
+                "buffer": {**self.buffer.stats, "resident": self.buffer.resident(),
+                           "dirty": len(self.buffer.dirty_page_table())},
+                "locks": dict(self.locks.stats), "active_transactions": len(self.active_transactions())}

@@ -1,0 +1,199 @@
+"""The log manager: the Aether log buffer, a flush daemon with group commit, durability handles.
+
+Inserting a record reserves its LSN in the log buffer (``traxfs.ext.logbuffer``: the
+consolidation array with decoupled fill, Aether's "CD", or the single-mutex baseline). One
+daemon thread owns all log I/O. It sleeps until the group-commit policy says to flush — X
+commits waiting, L bytes unflushed, or T seconds since the first waiter, whichever comes first
+(Aether §3) — or until someone forces the log; then it writes everything released so far with
+one write and one fsync, advances ``durable_lsn`` and wakes exactly the waiters it satisfied.
+
+Flush pipelining: ``commit`` returns a :class:`Durability` handle instead of blocking. A thread
+may ``wait()`` on it; a trio task registers a callback that wakes it, so a FUSE request awaits
+durability while the worker threads and the event loop go on serving others.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from traxfs.fs.engine.logrecord import encode
+from traxfs.fs.engine.logstore import LogStore
+
+
+class LogFull(Exception):
+    """The log region is full of records recovery still needs (a long-running transaction)."""
+
+
+@dataclass
+class GroupCommitPolicy:
+    max_commits: int = 16  # X: flush once this many commits wait
+    max_bytes: int = 1 << 20  # L: ... or this many bytes are unflushed
+    max_delay: float = 0.001  # T: ... or the oldest waiter has waited this long (seconds)
+
+
+class Durability:
+    """A promise that the log is durable up to ``lsn`` (a commit record's end)."""
+
+    __slots__ = ("lsn", "_log")
+
+    def __init__(self, log: LogManager, lsn: int):
+        self.lsn, self._log = lsn, log
+
+    def done(self) -> bool:
+        return self._log.durable_lsn >= self.lsn
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._log.wait_durable(self.lsn, timeout)
+
+    def add_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` (from the log daemon's thread, or at once) when durable."""
+        self._log.on_durable(self.lsn, fn)
+
+
+class LogManager:
+    def __init__(self, store: LogStore, start_lsn: int, epoch: int, buffer_factory: Callable[[int, int], object],
+                 buffer_size: int = 8 << 20, policy: GroupCommitPolicy | None = None,
+                 on_pressure: Callable[[], None] | None = None):
+        self.store, self.epoch = store, epoch
+        self.buffer = buffer_factory(min(buffer_size, store.size // 2), start_lsn)
+        self.policy = policy or GroupCommitPolicy()
+        self.durable_lsn = start_lsn
+        self.trunc_lsn = start_lsn
+        self._on_pressure = on_pressure
+        self._cv = threading.Condition()
+        self._pending_commits: list[int] = []  # end LSNs of commits not yet durable
+        self._first_wait: float | None = None
+        self._forced = 0  # highest LSN someone is blocked on
+        self._callbacks: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._stop = False
+        self._error: BaseException | None = None
+        self.stats = {"flushes": 0, "bytes_flushed": 0, "records": 0, "commits": 0}
+        self._daemon = threading.Thread(target=self._run, name="log-daemon", daemon=True)
+        self._daemon.start()
+
+    # ----- inserting ----------------------------------------------------------------------------
+    def append(self, rtype: int, xid: int = 0, prev_lsn: int = 0, page: int = (1 << 64) - 1, opcode: int = 0,
+               undo_next: int = 0, payload: bytes = b"") -> tuple[int, int]:
+        """Insert a record; return (lsn, end lsn). Not durable until the daemon flushes it."""
+        rec = encode(rtype, xid, prev_lsn, page, opcode, undo_next, payload, self.epoch, self.store.seed)
+        used = self.buffer.reserved() + len(rec) - self.trunc_lsn
+        if used > self.store.size // 2 and self._on_pressure is not None:
+            self._on_pressure()
+        if used > self.store.size - (1 << 16):
+            raise LogFull(f"log region full: {used} of {self.store.size} bytes still needed by recovery")
+        lsn = self.buffer.insert(rec)
+        self.stats["records"] += 1
+        return lsn, lsn + len(rec)
+
+    def reserved(self) -> int:
+        return self.buffer.reserved()
+
+    # ----- durability ---------------------------------------------------------------------------
+    def commit_handle(self, end_lsn: int) -> Durability:
+        """A commit record ending at ``end_lsn`` was inserted: count it toward the group."""
+        with self._cv:
+            self._pending_commits.append(end_lsn)
+            self.stats["commits"] += 1
+            if self._first_wait is None:
+                self._first_wait = time.monotonic()
+            self._cv.notify_all()
+        return Durability(self, end_lsn)
+
+    def force(self, lsn: int) -> None:
+        """Block until the log is durable up to ``lsn`` (write-ahead rule, abort, checkpoint)."""
+        if self.durable_lsn >= lsn:
+            return
+        with self._cv:
+            self._forced = max(self._forced, lsn)
+            self._cv.notify_all()
+        self.wait_durable(lsn, None)
+
+    def wait_durable(self, lsn: int, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self.durable_lsn < lsn:
+                if self._error is not None:
+                    raise RuntimeError("log daemon failed") from self._error
+                if self._stop:
+                    return False
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cv.wait(remaining if remaining is not None else 0.5)
+            return True
+
+    def on_durable(self, lsn: int, fn: Callable[[], None]) -> None:
+        with self._cv:
+            if self.durable_lsn < lsn:
+                heapq.heappush(self._callbacks, (lsn, next(self._seq), fn))
+                return
+        fn()
+
+    # ----- the daemon ---------------------------------------------------------------------------
+    def _due(self) -> bool:
+        p = self.policy
+        pending = self.buffer.released() - self.durable_lsn
+        if self._forced > self.durable_lsn:
+            return True
+        if len(self._pending_commits) >= p.max_commits or pending >= p.max_bytes:
+            return True
+        return self._first_wait is not None and time.monotonic() - self._first_wait >= p.max_delay
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    while not self._stop and not self._due():
+                        timeout = 0.05
+                        if self._first_wait is not None:
+                            timeout = max(0.0, self.policy.max_delay - (time.monotonic() - self._first_wait))
+                        self._cv.wait(timeout)
+                    if self._stop:
+                        return
+                    target = max(self._forced, self.durable_lsn)
+                self._flush(target)
+        except BaseException as e:  # wake every waiter with the failure rather than hang them
+            with self._cv:
+                self._error = e
+                self._cv.notify_all()
+
+    def _flush(self, want: int) -> None:
+        start = self.durable_lsn
+        released = self.buffer.released()
+        if want > released:  # someone waits on a record still being filled: let it finish
+            released = self.buffer.wait_released(want, 1.0)
+        if released > start:
+            self.store.write(start, self.buffer.read(start, released))
+            self.store.sync()
+            self.buffer.mark_flushed(released)
+            self.stats["flushes"] += 1
+            self.stats["bytes_flushed"] += released - start
+        ready = []
+        with self._cv:
+            self.durable_lsn = max(self.durable_lsn, released)
+            self._pending_commits = [c for c in self._pending_commits if c > self.durable_lsn]
+            # commits that arrived during this flush form the next group; their clock starts now
+            self._first_wait = time.monotonic() if self._pending_commits else None
+            while self._callbacks and self._callbacks[0][0] <= self.durable_lsn:
+                ready.append(heapq.heappop(self._callbacks)[2])
+            self._cv.notify_all()
+        for fn in ready:
+            fn()
+
+    def flush_all(self) -> None:
+        self.force(self.buffer.reserved())
+
+    def close(self, flush: bool = True) -> None:
+        """Stop the daemon; with ``flush`` (a clean shutdown) make everything durable first."""
+        if flush and self._error is None:
+            self.flush_all()
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._daemon.join(timeout=10)

@@ -1,0 +1,76 @@
+"""The log's home on the volume: a circular region addressed by LSN.
+
+LSN ``L`` lives at byte ``offset + L % size`` of the region. The log manager never writes past
+``trunc_lsn + size`` (that would overwrite records recovery may still need); the engine moves
+``trunc_lsn`` forward at checkpoints. Stasis' log file layer has four operations — read at
+offset, append, truncate, force — and so does this one (truncation is the engine's
+``trunc_lsn``, recorded in its superblock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
+
+SCAN_CHUNK = 1 << 20
+FIRST_LSN = 4096  # where a freshly formatted log starts (LSN 0 means "none")
+
+
+class LogStore:
+    def __init__(self, dev, offset: int, size: int, seed: int):
+        if size % 4096 or size < 1 << 20:
+            raise ValueError(f"log region of {size} bytes: must be a multiple of 4096 and at least 1 MiB")
+        self.dev, self.offset, self.size, self.seed = dev, offset, size, seed
+        self.scan_stop = ""  # why the last scan ended where it did
+
+    def _spans(self, lsn: int, n: int) -> list[tuple[int, int, int]]:
+        """(device offset, bytes, offset in data) pieces of [lsn, lsn+n), split at the wrap."""
+        pos = lsn % self.size
+        first = min(n, self.size - pos)
+        spans = [(self.offset + pos, first, 0)]
+        if first < n:
+            spans.append((self.offset, n - first, first))
+        return spans
+
+    def write(self, lsn: int, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        if len(view) > self.size:
+            raise ValueError("write larger than the log region")
+        for dev_off, n, at in self._spans(lsn, len(view)):
+            self.dev.write(dev_off, view[at : at + n])
+
+    def read(self, lsn: int, n: int) -> bytes:
+        n = min(n, self.size)
+        return b"".join(self.dev.read(dev_off, k) for dev_off, k, _ in self._spans(lsn, n))
+
+    def sync(self) -> None:
+        self.dev.flush()
+
+    def read_record(self, lsn: int) -> LogRecord:
+        """The record at ``lsn``, which must exist (it is on a transaction's undo chain)."""
+        head = self.read(lsn, HEADER_SIZE)
+        rec = decode(self.read(lsn, max(peek_length(head), HEADER_SIZE)), lsn, self.seed)
+        if rec is None:
+            raise LogCorrupt(f"log record at LSN {lsn} is missing or damaged")
+        return rec
+
+    def scan(self, start: int) -> Iterator[LogRecord]:
+        """Records from ``start`` up to the first gap (invalid, torn, stale or older-epoch record)."""
+        lsn, epoch, limit = start, 0, start + self.size
+        buf, buf_lsn = b"", start
+        while lsn < limit:
+            rel = lsn - buf_lsn
+            if len(buf) - rel < HEADER_SIZE or len(buf) - rel < peek_length(buf[rel : rel + 8].ljust(8, b"\0")):
+                buf_lsn, rel = lsn, 0
+                buf = self.read(lsn, min(SCAN_CHUNK, limit - lsn))
+                need = peek_length(buf[:8]) if len(buf) >= 8 else 0
+                if HEADER_SIZE <= need <= limit - lsn and need > len(buf):
+                    buf = self.read(lsn, need)
+            rec = decode(memoryview(buf)[rel:], lsn, self.seed, epoch)
+            if rec is None:
+                self.scan_stop = f"LSN {lsn}: {why_invalid(memoryview(buf)[rel:], lsn, self.seed, epoch)}"
+                return
+            yield rec
+            epoch = rec.epoch
+            lsn = rec.end

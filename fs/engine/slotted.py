@@ -1,0 +1,111 @@
+"""Slotted pages: variable-length records addressed by slot index.
+
+Layout after the 32-byte page header::
+
+    nslots    u16   entries in the slot directory
+    heap_top  u16   lowest byte used by record bodies (bodies grow down from the page end)
+    (directory) nslots × (offset u16, length u16), in slot order
+
+Slot order is meaningful: the B+tree keeps entries sorted by inserting at an index. Deleting or
+inserting at an index shifts the directory. When the gap between directory and heap is too
+small but the page has enough free bytes in all, the heap is compacted in place without logging
+(Stasis: "defragmented without logging"): compaction changes only where bodies sit, never the
+slot order or contents, which is all that log records refer to.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE
+
+_META = struct.Struct("<HH")
+_SLOT = struct.Struct("<HH")
+DIR_START = HEADER_SIZE + _META.size
+MAX_RECORD = PAGE_SIZE - DIR_START - _SLOT.size
+
+
+class PageFull(Exception):
+    """The record does not fit in this page (the caller splits or allocates another page)."""
+
+
+def format_slotted(buf: bytearray) -> None:
+    _META.pack_into(buf, HEADER_SIZE, 0, PAGE_SIZE)
+
+
+def count(buf: bytes | bytearray) -> int:
+    return _META.unpack_from(buf, HEADER_SIZE)[0]
+
+
+def _slot(buf: bytes | bytearray, i: int) -> tuple[int, int]:
+    return _SLOT.unpack_from(buf, DIR_START + 4 * i)
+
+
+def get(buf: bytes | bytearray, i: int) -> bytes:
+    off, n = _slot(buf, i)
+    return bytes(buf[off : off + n])
+
+
+def records(buf: bytes | bytearray) -> list[bytes]:
+    return [get(buf, i) for i in range(count(buf))]
+
+
+def free_space(buf: bytes | bytearray) -> int:
+    """Bytes available for one more record including its directory entry."""
+    n = count(buf)
+    used = sum(_slot(buf, i)[1] for i in range(n))
+    return PAGE_SIZE - DIR_START - 4 * n - used
+
+
+def fits(buf: bytes | bytearray, size: int) -> bool:
+    return free_space(buf) >= size + 4
+
+
+def _compact(buf: bytearray) -> None:
+    n = count(buf)
+    bodies = [get(buf, i) for i in range(n)]
+    top = PAGE_SIZE
+    for i, body in enumerate(bodies):
+        top -= len(body)
+        buf[top : top + len(body)] = body
+        _SLOT.pack_into(buf, DIR_START + 4 * i, top, len(body))
+    _META.pack_into(buf, HEADER_SIZE, n, top)
+
+
+def insert(buf: bytearray, i: int, body: bytes) -> None:
+    n, top = _META.unpack_from(buf, HEADER_SIZE)
+    if not 0 <= i <= n:
+        raise ValueError(f"slot {i} outside 0..{n}")
+    if not fits(buf, len(body)):
+        raise PageFull(f"record of {len(body)} bytes does not fit ({free_space(buf)} free)")
+    if top - (DIR_START + 4 * (n + 1)) < len(body):
+        _compact(buf)
+        n, top = _META.unpack_from(buf, HEADER_SIZE)
+    top -= len(body)
+    buf[top : top + len(body)] = body
+    d = DIR_START + 4 * i
+    buf[d + 4 : DIR_START + 4 * (n + 1)] = buf[d : DIR_START + 4 * n]
+    _SLOT.pack_into(buf, d, top, len(body))
+    _META.pack_into(buf, HEADER_SIZE, n + 1, top)
+
+
+def delete(buf: bytearray, i: int) -> bytes:
+    n, top = _META.unpack_from(buf, HEADER_SIZE)
+    if not 0 <= i < n:
+        raise ValueError(f"slot {i} outside 0..{n - 1}")
+    old = get(buf, i)
+    d = DIR_START + 4 * i
+    buf[d : DIR_START + 4 * (n - 1)] = buf[d + 4 : DIR_START + 4 * n]
+    buf[DIR_START + 4 * (n - 1) : DIR_START + 4 * n] = bytes(4)
+    _META.pack_into(buf, HEADER_SIZE, n - 1, top)  # the body's bytes are reclaimed by compaction
+    return old
+
+
+def replace(buf: bytearray, i: int, body: bytes) -> bytes:
+    old = delete(buf, i)
+    try:
+        insert(buf, i, body)
+    except PageFull:
+        insert(buf, i, old)
+        raise
+    return old

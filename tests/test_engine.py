@@ -1,0 +1,221 @@
+"""The transactional engine: commit, abort, recovery, checkpoints, group commit, bad input."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kvpages import KV
+
+from traxfs.fs.engine import ops
+from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.logmanager import GroupCommitPolicy
+from traxfs.fs.engine.logrecord import MAX_PAYLOAD
+from traxfs.fs.engine.ops import UnknownOperation
+from traxfs.fs.engine.page import PageCorrupt
+from traxfs.fs.engine.superblock import SuperblockError
+from traxfs.fs.engine.xact import TransactionError
+from traxfs.volume.device import create_image
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def dev(tmp_path):
+    d = create_image(str(tmp_path / "engine.img"), 48 << 20)
+    Engine.format(d, log_size=4 << 20)
+    yield d
+    d.close()
+
+
+@pytest.fixture(params=["cd", "mutex"])
+def engine(dev, request):
+    eng = Engine.open(dev, log_buffer=request.param)
+    yield eng
+    if not eng.closed:
+        eng.close()
+
+
+def reopen(eng: Engine, crash: bool) -> Engine:
+    if crash:
+        eng.unclean_shutdown()
+    else:
+        eng.close()
+    return Engine.open(eng.dev)
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_committed_survive_aborted_and_unfinished_do_not(engine, crash):
+    kv = KV(engine, 100)
+    t1 = engine.begin()
+    for k in range(10):
+        kv.put(t1, k, 100 + k)
+    engine.commit(t1)
+    t2 = engine.begin()
+    kv.put(t2, 0, 999)
+    kv.put(t2, 50, 999)
+    engine.abort(t2)
+    assert kv.get(0) == 100 and kv.get(50) == 0
+    t3 = engine.begin()  # never finishes
+    kv.put(t3, 1, 777)
+    kv.put(t3, 60, 777)
+    engine.log.flush_all()
+    engine.buffer.write_back()  # the loser's changes reach the device: undo must remove them
+    t3.pre_commit.clear()
+    if not crash:
+        engine.abort(t3)
+    eng = reopen(engine, crash)
+    kv = KV(eng, 100)
+    assert [kv.get(k) for k in range(10)] == [100 + k for k in range(10)]
+    assert kv.get(50) == 0 and kv.get(60) == 0
+    assert eng.recovery.losers == ([t3.xid] if crash else [])
+    eng.close()
+
+
+def test_soft_commit_becomes_durable_when_waited(engine):
+    kv = KV(engine, 10)
+    tx = engine.begin()
+    kv.put(tx, 3, 33)
+    handle = engine.soft_commit(tx)
+    assert handle.wait(5)
+    eng = reopen(engine, crash=True)
+    assert KV(eng, 10).get(3) == 33
+    eng.close()
+
+
+def test_recovery_survives_a_crash_during_recovery(engine):
+    kv = KV(engine, 50)
+    tx = engine.begin()
+    for k in range(50):
+        kv.put(tx, k, 5)
+    engine.log.flush_all()
+    engine.buffer.write_back()
+    engine.unclean_shutdown()
+    # the first recovery writes CLRs, then "crashes" before finishing cleanly
+    eng = Engine.open(engine.dev)
+    assert eng.recovery.undone >= 50
+    eng.unclean_shutdown()
+    eng = Engine.open(engine.dev)
+    assert eng.recovery.losers == []  # the first recovery's END records finished the loser
+    kv = KV(eng, 50)
+    assert all(kv.get(k) == 0 for k in range(50))
+    eng.close()
+
+
+def test_many_threads_group_commit_lose_nothing(dev):
+    eng = Engine.open(dev, policy=GroupCommitPolicy(max_commits=8, max_delay=0.002))
+    kv = KV(eng, 800)
+    acked: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def worker(w: int) -> None:
+        for i in range(60):
+            tx = eng.begin()
+            k = w * 100 + i
+            kv.put(tx, k, 1000 * w + i + 1)
+            eng.commit(tx)
+            with lock:
+                acked[k] = 1000 * w + i + 1
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = eng.stats()["log"]
+    assert stats["flushes"] < stats["commits"]  # commits were grouped
+    eng.unclean_shutdown()
+    eng = Engine.open(dev)
+    kv = KV(eng, 800)
+    assert {k: kv.get(k) for k in acked} == acked
+    eng.close()
+
+
+def test_checkpoint_truncates_and_log_wraps(dev):
+    eng = Engine.open(dev)
+    kv = KV(eng, 10)
+    for round_ in range(300):  # ~ several times the 4 MiB log with page images
+        tx = eng.begin()
+        kv.put(tx, round_ % 10, round_)
+        eng.update(tx, kv.base, ops.OP_WRITE, ops.write_payload(2000, bytes(2000), bytes(2000)))
+        eng.commit(tx)
+        if round_ % 50 == 0:
+            eng.checkpoint()
+    assert eng.log.reserved() > 4 << 20 or eng.log.trunc_lsn > 4096
+    eng = reopen(eng, crash=True)
+    kv = KV(eng, 10)
+    assert [kv.get(k) for k in range(10)] == [290 + k for k in range(10)]
+    eng.close()
+
+
+def test_bad_input_is_refused_and_changes_nothing(engine):
+    kv = KV(engine, 10)
+    tx = engine.begin()
+    before = engine.log.reserved()
+    with pytest.raises(UnknownOperation, match="opcode 4242"):
+        engine.update(tx, kv.base, 4242, b"x")
+    with pytest.raises(ValueError, match="exceeds the limit"):
+        engine.log.append(1, payload=bytes(MAX_PAYLOAD + 1))
+    with pytest.raises(ValueError):
+        engine.update(tx, kv.base, ops.OP_WRITE, b"\x00\x00\x10\x00")  # range inside the header
+    with pytest.raises(ValueError, match="outside the page file"):
+        engine.update(tx, 10**9, ops.OP_WRITE, ops.write_payload(100, b"a", b"b"))
+    with pytest.raises(ValueError):
+        engine.update(tx, kv.base, ops.OP_SLOT_DELETE, ops.slot_delete_payload(7, b""))  # no slot 7
+    assert engine.log.reserved() == before
+    engine.commit(tx)
+    with pytest.raises(TransactionError):
+        engine.commit(tx)
+
+
+def test_damaged_superblock_and_foreign_device(tmp_path, dev):
+    for off in (0, 4096):  # one copy damaged: the other is used
+        raw = bytearray(dev.read(off, 512))
+        raw[40] ^= 0xFF
+        dev.write(off, raw)
+        Engine.open(dev).close()
+        dev.write(off, bytes(raw[:40]) + bytes([raw[40] ^ 0xFF]) + bytes(raw[41:]))
+    for off in (0, 4096):
+        raw = bytearray(dev.read(off, 512))
+        raw[40] ^= 0xFF
+        dev.write(off, raw)
+    with pytest.raises(SuperblockError, match="copy 0: superblock checksum mismatch.*copy 1"):
+        Engine.open(dev)
+    blank = create_image(str(tmp_path / "blank.img"), 16 << 20)
+    with pytest.raises(SuperblockError, match="no traxfs engine superblock"):
+        Engine.open(blank)
+
+
+def test_corrupted_page_is_named(engine):
+    kv = KV(engine, 10)
+    tx = engine.begin()
+    kv.put(tx, 1, 1)
+    engine.commit(tx)
+    engine.close()
+    off = engine.sb.pages_offset + kv.base * 4096 + 100
+    engine.dev.write(off, b"\xff")
+    eng = Engine.open(engine.dev)
+    with pytest.raises(PageCorrupt, match=f"page {kv.base}: checksum mismatch"):
+        KV(eng, 10).get(1)
+    eng.close()
+
+
+def test_corrupted_log_tail_ends_the_log_and_is_reported(engine):
+    kv = KV(engine, 10)
+    tx = engine.begin()
+    kv.put(tx, 1, 11)
+    engine.commit(tx)
+    tx = engine.begin()
+    kv.put(tx, 2, 22)
+    engine.commit(tx)
+    last = engine.log.durable_lsn
+    engine.unclean_shutdown()
+    # damage the last committed transaction's END record (the final record of the log)
+    store = engine.store
+    store.write(last - 8, b"\xde\xad\xbe\xef\xde\xad\xbe\xef")
+    store.sync()
+    eng = Engine.open(engine.dev)
+    assert "checksum mismatch" in eng.recovery.log_end
+    kv = KV(eng, 10)
+    assert kv.get(1) == 11 and kv.get(2) == 22  # the COMMIT record itself is intact
+    eng.close()
