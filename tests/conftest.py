@@ -21,24 +21,30 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
+
 from traxfs.volume.label import MDA_COUNT, MDA_OFFSET, MDA_SLOT
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create
 
 MiB = 1024 * 1024
 
-# Modest hypothesis runs: the suite must stay fast on a 2-core machine, and no database of
-# examples is written into the source tree (a failure prints its reproduction blob instead).
+# No per-example deadline (I/O timing varies on a loaded 2-core machine), and no database of
+# examples written into the source tree (a failure prints its reproduction blob instead). The
+# example counts stay each test's own choice: every volume test sets a modest max_examples.
 settings.register_profile(
     "traxfs",
-    max_examples=20,
     deadline=None,
     database=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("TRAXFS_HYPOTHESIS_PROFILE", "traxfs"))
+
+# For property tests that do real I/O: no shrinking. A failing example is reported as found;
+# shrinking one would rerun megabytes of I/O for minutes, and hypothesis swallows the
+# pytest-timeout alarm while it shrinks.
+IO_PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ import random
 from collections import defaultdict
 
 import pytest
-from conftest import MiB
+from conftest import IO_PHASES, MiB
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from traxfs.volume.errors import UsageError
 from traxfs.volume.group import VolumeGroup
 from traxfs.volume.layout.mapping import LegMap, runs
@@ -257,7 +258,7 @@ def pattern(seed: int, n: int) -> bytes:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", ["lin", "str", "trx"])
-@settings(max_examples=12)
+@settings(max_examples=12, phases=IO_PHASES)
 @given(data=st.data())
 def test_written_data_reads_back_through_every_layout(layout_vg, name, data):
     reg = layout_vg
@@ -316,7 +317,7 @@ def batches(draw, size: int):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", ["lin", "str", "trx"])
-@settings(max_examples=10)
+@settings(max_examples=10, phases=IO_PHASES)
 @given(data=st.data())
 def test_batch_equals_one_by_one(layout_vg, name, data):
     with VolumeGroup.open(layout_vg, VG) as vg:

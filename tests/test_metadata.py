@@ -165,7 +165,52 @@ def test_all_copies_bad_on_one_device_of_two_is_named_and_repairable(registry, m
     assert lv_bytes(registry, "vg") == expected
 
 
-# ----- torn writes ----------------------------------------------------------------------------------
+def test_flip_inside_a_json_value_is_caught_by_the_checksum(registry, make_pvs):
+    """A flipped character that keeps the JSON valid (a hex digit of the group's uuid) is only
+    visible to the text checksum: the damaged copy must still be refused."""
+    (path,) = make_group(registry, make_pvs, n=1)
+    vg_uuid = list_groups(registry)["vg"].uuid
+    raw = read_at(path, slot_offset(0), HEADER_SIZE + text_length(path, 0))
+    at = raw.index(vg_uuid.encode()) + 3
+    write_at(path, slot_offset(0) + at, b"f" if raw[at : at + 1] != b"f" else b"e")
+    with VolumeGroup.open(registry, "vg") as vg:
+        assert vg.meta.uuid == vg_uuid  # from the intact copy 1
+        assert any("metadata copy 0" in w and "checksum" in w for w in vg.warnings), vg.warnings
+    for slot in (0, 1):  # with both copies so damaged the group is gone, not silently changed
+        write_at(path, slot_offset(slot) + at, b"f" if raw[at : at + 1] != b"f" else b"e")
+    assert list_groups(registry) == {}
+
+
+# ----- torn writes and interrupted commits -----------------------------------------------------------
+
+def test_commit_interrupted_between_slots_uses_the_newer_copy(registry, make_pvs):
+    """Crash after slot 0 got sequence N+1 but before slot 1 did: both copies are intact, the
+    newer one wins."""
+    (path,) = make_group(registry, make_pvs, n=1)
+    old_slot1 = read_at(path, slot_offset(1), 512 * 1024)
+    with VolumeGroup.open(registry, "vg") as vg:
+        vg.rename_lv("data", "newer")
+        seq = vg.meta.seq
+    write_at(path, slot_offset(1), old_slot1)
+    with VolumeGroup.open(registry, "vg") as vg:
+        assert vg.meta.seq == seq and [lv.name for lv in vg.meta.lvs] == ["newer"]
+
+
+def test_commit_interrupted_between_devices_names_the_lagging_device(registry, make_pvs):
+    paths = sorted(make_group(registry, make_pvs, n=2))  # a commit writes devices in path order
+    old = read_at(paths[1], slot_offset(0), MDA_BYTES)
+    with VolumeGroup.open(registry, "vg") as vg:
+        vg.rename_lv("data", "newer")
+    write_at(paths[1], slot_offset(0), old)  # the crash came before the second device
+    with pytest.raises(StaleDeviceError, match=paths[1]):
+        with VolumeGroup.open(registry, "vg"):
+            pass
+    with VolumeGroup.open(registry, "vg", repair=True) as vg:
+        assert [lv.name for lv in vg.meta.lvs] == ["newer"]
+        vg.repair()
+    with VolumeGroup.open(registry, "vg") as vg:
+        assert vg.warnings == [] and vg.open_lv("newer").read(0, 4) == b"data"
+
 
 @pytest.mark.parametrize("torn_slot", [0, 1])
 def test_torn_metadata_write_is_detected(registry, make_pvs, torn_slot):

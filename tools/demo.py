@@ -83,7 +83,7 @@ def run_demo(workdir: str, size: int = 256 << 20, as_json: bool = False) -> dict
     with VolumeGroup.open(reg, "demo") as vg:
         for name, layout, opts in VOLUMES:
             vg.create_lv(name, lv_size, layout, **opts)
-    for name, layout, opts in VOLUMES:
+    for name, layout, _opts in VOLUMES:
         with VolumeGroup.open(reg, "demo", lock=False) as vg:
             lv = vg.meta.lv(name)
             olv = vg.open_lv(name)

@@ -170,16 +170,32 @@ class VolumeGroup:
                 return sd.label
         raise MetadataError(f"volume group {self.meta.name}: no label for PV {pv_uuid}")
 
-    def commit(self) -> None:
-        """Write the document, next sequence number, to both copies on every present device."""
+    def commit(self, tolerate_failed_devices: bool = False) -> None:
+        """Write the document, next sequence number, to both copies on every present device.
+
+        With ``tolerate_failed_devices`` (recording a failed mirror leg, whose device may refuse
+        the metadata write too), a device that fails is skipped — it is left with an older
+        sequence number, so the next open names it as stale — as long as one device took it."""
         self.meta.seq += 1
         self.meta.validate()
         doc = self.meta.to_doc()
+        failed: list[str] = []
+        written = 0
         for pv in sorted(self.meta.pvs, key=lambda p: p.path):
             dev = self.devices.get(pv.uuid)
             if dev is not None:
-                write_slots(dev, self._label(pv.uuid), self.meta.seq, doc)
-        self.stale = []
+                try:
+                    write_slots(dev, self._label(pv.uuid), self.meta.seq, doc)
+                    written += 1
+                except OSError as e:
+                    if not tolerate_failed_devices:
+                        raise
+                    failed.append(pv.uuid)
+                    self.warnings.append(f"{pv.path}: metadata write failed ({e}); it is stale now")
+        if failed and not written:
+            raise DeviceError(f"volume group {self.meta.name}: no device took the metadata: "
+                              + "; ".join(self.warnings[-len(failed):]))
+        self.stale = failed
 
     def repair(self) -> list[str]:
         """Rewrite every present device's copies from the newest; return what was repaired."""
@@ -192,8 +208,12 @@ class VolumeGroup:
     def _claim(registry: Registry, paths: list[str], taken: set[str]) -> list[ScannedDevice]:
         """Scan ``paths`` for use in a group: each must be unlabelled or an orphan PV."""
         out = []
+        seen: set[str] = set()
         try:
             for path in paths:
+                if os.path.realpath(path) in seen:  # before anything is labelled (_new_pvs)
+                    raise UsageError(f"{path}: given twice")
+                seen.add(os.path.realpath(path))
                 sd = scan_one(path)
                 out.append(sd)
                 if sd.device is None:
@@ -399,7 +419,7 @@ class VolumeGroup:
     def _leg_failed(self, lv: LogicalVolume) -> Callable[[int, Exception], None]:
         def mark(i: int, err: Exception) -> None:
             lv.legs[i].state = "stale"
-            self.commit()
+            self.commit(tolerate_failed_devices=True)
         return mark
 
     def resync_lv(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:

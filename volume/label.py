@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 import crc32c
+
 from traxfs.volume.device import Device
 from traxfs.volume.errors import LabelError
 

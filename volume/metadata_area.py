@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass
 
 import crc32c
+
 from traxfs.volume.device import Device
 from traxfs.volume.errors import MetadataError
 from traxfs.volume.label import Label

@@ -33,7 +33,7 @@ class LogFull(Exception):
 class GroupCommitPolicy:
     max_commits: int = 16  # X: flush once this many commits wait
     max_bytes: int = 1 << 20  # L: ... or this many bytes are unflushed
-    max_delay: float = 0.001  # T: ... or the oldest waiter has waited this long (seconds)
+    max_delay: float = 0.0  # T: ... or the oldest waiter has waited this long (seconds)
 
 
 class Durability:
