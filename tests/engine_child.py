@@ -27,7 +27,7 @@ from traxfs.volume.device import ImageFileDevice  # noqa: E402
 def main() -> None:
     image, seed, first, keys, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
         int(sys.argv[5])
-    eng = Engine.open(ImageFileDevice(image), buffer_pages=24,
+    eng = Engine.open(ImageFileDevice(image), buffer_pages=24, log_buffer=os.environ.get("TRAX_LOG_BUFFER", "cd"),
                       policy=GroupCommitPolicy(max_commits=4, max_delay=0.001))
     kv = KV(eng, keys)
     counter = itertools.count(first)

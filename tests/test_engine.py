@@ -208,6 +208,7 @@ def test_corrupted_log_tail_ends_the_log_and_is_reported(engine):
     tx = engine.begin()
     kv.put(tx, 2, 22)
     engine.commit(tx)
+    engine.log.flush_all()  # the END record too
     last = engine.log.durable_lsn
     engine.unclean_shutdown()
     # damage the last committed transaction's END record (the final record of the log)

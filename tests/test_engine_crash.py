@@ -97,7 +97,10 @@ def test_sigkill_at_random_points(tmp_path):
         for line in lines:
             hist.feed(line)
         state, eng = recovered_state(image)
-        hist.check(state)
+        try:
+            hist.check(state)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; recovery: {eng.recovery}") from None
         eng.close()
         first = max([first] + list(hist.intent)) + 1000
     assert len(hist.committed) > 100 and hist.aborted

@@ -54,6 +54,9 @@ class BufferManager:
         self._lock = threading.Lock()
         self._writer = threading.Lock()  # one writer at a time: write-back in file order
         self.hooks: dict[int, tuple[Callable | None, Callable | None]] = {}
+        # pages written but not yet flushed to stable storage, with the recLSN they had: until
+        # a device flush they still count as dirty for checkpoints (a power loss may undo the write)
+        self._unflushed: dict[int, int] = {}
         self.stats = {"hits": 0, "misses": 0, "writes": 0, "evictions": 0, "over_budget": 0}
 
     def register_hooks(self, ptype: int, on_load: Callable | None = None, on_flush: Callable | None = None) -> None:
@@ -150,45 +153,83 @@ class BufferManager:
                 self.stats["evictions"] += 1
 
     # ----- writing ------------------------------------------------------------------------------
-    def _write(self, f: Frame) -> None:
-        """Write one frame (caller holds its latch). The write-ahead rule lives here."""
+    def _seal_copy(self, f: Frame) -> bytearray:
+        """Under the frame's latch: the bytes to write, and the frame marked clean. The
+        write-ahead rule lives here: the log is forced up to the page's LSN first. The caller
+        keeps the frame pinned until the bytes are on the device, so nobody re-reads the
+        device's older copy in between."""
         self.force_log(f.lsn)
         copy = bytearray(f.data)
         hook = self.hooks.get(page_type(copy), (None, None))[1]
         if hook:
             hook(f.pid, copy)
         seal(copy, f.pid)
-        self.dev.write(self._offset(f.pid), copy)
+        with self._lock:
+            self._unflushed[f.pid] = min(self._unflushed.get(f.pid, f.rec_lsn), f.rec_lsn)
         f.dirty = False
         f.rec_lsn = 0
         self.stats["writes"] += 1
+        return copy
 
-    def write_back(self, sync: bool = True) -> int:
-        """Write every dirty page in page order; then flush the device. Returns pages written."""
+    def _write(self, f: Frame) -> None:
+        """Write one frame now (caller holds its latch and a pin)."""
+        self.dev.write(self._offset(f.pid), self._seal_copy(f))
+
+    def write_back(self, sync: bool = True, older_than: int | None = None) -> int:
+        """Write dirty pages in page order — all of them, or those first dirtied before LSN
+        ``older_than`` (the ones holding log truncation back) — then flush the device.
+
+        Pages are sealed one by one under their latches, then written as runs of consecutive
+        pages, one device write per run: few system calls, so a writer competing with busy
+        threads for the interpreter lock is not starved once per page. Returns pages written."""
         with self._writer:
             with self._lock:
-                dirty = sorted((f for f in self._frames.values() if f.dirty), key=lambda f: f.pid)
+                dirty = sorted((f for f in self._frames.values()
+                                if f.dirty and (older_than is None or f.rec_lsn < older_than)), key=lambda f: f.pid)
                 for f in dirty:
                     f.pins += 1
-            n = 0
-            for f in dirty:
-                with f.latch:
-                    if f.dirty:
-                        self._write(f)
-                        n += 1
-                self.unpin(f)
+            try:
+                if dirty:  # one log force for the batch instead of one per page
+                    self.force_log(max(f.lsn for f in dirty))
+                sealed: list[tuple[int, bytearray]] = []
+                for f in dirty:
+                    with f.latch:
+                        if f.dirty:
+                            sealed.append((f.pid, self._seal_copy(f)))
+                i = 0
+                while i < len(sealed):
+                    j = i + 1
+                    while j < len(sealed) and sealed[j][0] == sealed[j - 1][0] + 1 and j - i < 256:
+                        j += 1
+                    self.dev.write(self._offset(sealed[i][0]), b"".join(c for _, c in sealed[i:j]))
+                    i = j
+            finally:
+                for f in dirty:
+                    self.unpin(f)
             if sync:
+                with self._lock:
+                    before = dict(self._unflushed)
                 self.dev.flush()
-            return n
+                with self._lock:
+                    for pid, lsn in before.items():
+                        if self._unflushed.get(pid) == lsn:
+                            del self._unflushed[pid]
+            return len(sealed)
 
     def dirty_page_table(self) -> dict[int, int]:
+        """Page → recLSN for every page whose latest changes may not be on stable storage."""
         with self._lock:
-            return {f.pid: f.rec_lsn for f in self._frames.values() if f.dirty}
+            dpt = dict(self._unflushed)
+            for f in self._frames.values():
+                if f.dirty:
+                    dpt[f.pid] = min(dpt.get(f.pid, f.rec_lsn), f.rec_lsn)
+            return dpt
 
     def drop_all(self) -> None:
         """Forget every frame without writing (unclean shutdown: what was not written is lost)."""
         with self._lock:
             self._frames.clear()
+            self._unflushed.clear()
 
     def resident(self) -> int:
         return len(self._frames)

@@ -90,14 +90,17 @@ class Engine:
         self._catalog_lock = threading.Lock()
         self.nmaps = -(-sb.page_count // BITS_PER_MAP)
         self.closed = False
+        self.checkpoint_error: str | None = None
         from traxfs.fs.engine.alloc import Allocator
 
         self.alloc = Allocator(self)
 
     @classmethod
     def open(cls, dev, *, name: str = "engine", buffer_pages: int = 4096, policy: GroupCommitPolicy | None = None,
-             log_buffer: str = "cd") -> Engine:
+             log_buffer: str = "mutex") -> Engine:
         """Open an engine, running recovery (analysis, redo, undo) and a checkpoint."""
+        import traxfs.fs.struct  # noqa: F401  (registers the structures' opcodes: recovery may run their undos)
+
         eng = cls(dev, read_superblock(dev, name), name=name, buffer_pages=buffer_pages, policy=policy,
                   log_buffer=log_buffer)
         eng.recovery = recover(eng)
@@ -127,14 +130,17 @@ class Engine:
         return tx
 
     def _append(self, tx: Transaction, rtype: int, page: int = NO_PAGE, opcode: int = 0, undo_next: int = 0,
-                payload: bytes = b"") -> tuple[int, int]:
-        if tx.first_lsn == 0:
-            with self._xact_lock:  # atomic with checkpoints' snapshot of the transaction table
-                lsn, end = self.log.append(rtype, tx.xid, tx.last_lsn, page, opcode, undo_next, payload)
-                tx.first_lsn = lsn
-        else:
+                payload: bytes = b"", new_state: TxState | None = None) -> tuple[int, int]:
+        """Append a record of ``tx``. The row update (first/last LSN, state) is atomic with the
+        append as far as checkpoints can see: a checkpoint that snapshots ``tx`` either precedes
+        the record or sees the row updated — never a COMMIT in the log with "active" in the row."""
+        with tx.latch:
             lsn, end = self.log.append(rtype, tx.xid, tx.last_lsn, page, opcode, undo_next, payload)
-        tx.last_lsn = lsn
+            if tx.first_lsn == 0:
+                tx.first_lsn = lsn
+            tx.last_lsn = lsn
+            if new_state is not None:
+                tx.state = new_state
         return lsn, end
 
     def apply(self, tx: Transaction, pid: int, opcode: int, payload: bytes, rtype: int = RecType.UPDATE,
@@ -151,11 +157,13 @@ class Engine:
                 if len(scratch) != PAGE_SIZE:
                     raise ValueError(f"operation {op.name} changed the page size: refused")
                 if not f.dirty:
+                    # dirty *before* any record for it exists, with a recLSN no later than that
+                    # record: a checkpoint's dirty page table can never miss this page
+                    self.buffer.mark_dirty(f, self.log.reserved())
                     self._log_page_image(f)
                 lsn, end = self._append(tx, rtype, pid, opcode, undo_next, payload)
                 f.data[:] = scratch
                 set_page_lsn(f.data, end)
-                self.buffer.mark_dirty(f, lsn)
         finally:
             self.buffer.unpin(f)
         return lsn
@@ -165,9 +173,8 @@ class Engine:
         written, log its whole image. If the next write of the page tears (power loss mid-write),
         redo rebuilds it from this image instead of from the damaged page."""
         image = bytes(f.data).rstrip(b"\0")
-        lsn, end = self.log.append(RecType.PAGE_IMAGE, page=f.pid, payload=image)
+        _, end = self.log.append(RecType.PAGE_IMAGE, page=f.pid, payload=image)
         set_page_lsn(f.data, end)
-        self.buffer.mark_dirty(f, lsn)
 
     def update(self, tx: Transaction, pid: int, opcode: int, payload: bytes) -> int:
         tx.require_active()
@@ -213,8 +220,7 @@ class Engine:
             self.locks.release_all(tx.xid)
             handle = Durability(self.log, tx.depends_lsn)
         else:
-            _, end = self._append(tx, RecType.COMMIT)
-            tx.state = TxState.COMMITTED
+            _, end = self._append(tx, RecType.COMMIT, new_state=TxState.COMMITTED)
             self.locks.release_all(tx.xid, end)  # ELR: before the commit is durable
             handle = self.log.commit_handle(max(end, tx.depends_lsn))
             self._append(tx, RecType.END)
@@ -231,8 +237,7 @@ class Engine:
         if tx.state not in (TxState.ACTIVE, TxState.ABORTING):
             raise TransactionError(f"transaction {tx.xid} is {tx.state.value}; it cannot abort")
         if tx.first_lsn:
-            tx.state = TxState.ABORTING
-            self._append(tx, RecType.ABORT)
+            self._append(tx, RecType.ABORT, new_state=TxState.ABORTING)
             self.log.flush_all()  # the undo chain is read back from the log
             rollback(self, tx, tx.last_lsn)
             self._append(tx, RecType.END)
@@ -274,17 +279,30 @@ class Engine:
                         ops.slot_insert_payload(slotted.count(f.data), body))
 
     # ----- checkpoints and shutdown -------------------------------------------------------------
-    def checkpoint(self) -> int:
-        """Fuzzy checkpoint: write back dirty pages, log the tables, move the truncation point."""
+    def checkpoint(self, full: bool = True) -> int:
+        """Fuzzy checkpoint: write back dirty pages, log the tables, move the truncation point.
+
+        ``full`` writes back every dirty page (shutdown, explicit requests). The background
+        checkpoint under log pressure writes back only the pages first dirtied before the newest
+        eighth of the log region — enough to let truncation free the rest — because every page
+        written costs a full-page image in the log at its next change."""
         with self._ckpt_lock:
             self._ckpt_requested.clear()
-            self.buffer.write_back()
-            begin, _ = self.log.append(RecType.BEGIN_CHECKPOINT)
+            older = None
+            if not full:
+                older = self.log.reserved() - self.store.size // 8
+            self.buffer.write_back(older_than=older)
+            begin, _ = self.log.append(RecType.BEGIN_CHECKPOINT, system=True)
+            txs = {}
+            for t in self.active_transactions():  # whoever is not listed starts after `begin`
+                with t.latch:
+                    if t.first_lsn and t.state is not TxState.ENDED:  # ended: its END is logged
+                        txs[t.xid] = [t.first_lsn, t.last_lsn, t.state.value]
+            dpt = self.buffer.dirty_page_table()
             with self._xact_lock:
-                txs = {x: [t.first_lsn, t.last_lsn, t.state.value] for x, t in self._xacts.items() if t.first_lsn}
-                dpt = self.buffer.dirty_page_table()
-                payload = json.dumps({"xacts": txs, "dpt": dpt, "max_xid": self._max_xid}).encode()
-                _, end = self.log.append(RecType.CHECKPOINT, payload=payload)
+                max_xid = self._max_xid
+            payload = json.dumps({"xacts": txs, "dpt": dpt, "max_xid": max_xid}).encode()
+            _, end = self.log.append(RecType.CHECKPOINT, payload=payload, system=True)
             self.log.force(end)
             trunc = min([begin] + [v[0] for v in txs.values()] + list(dpt.values()))
             self.sb = write_superblock(self.dev, replace(self.sb, checkpoint_lsn=begin, trunc_lsn=trunc))
@@ -296,11 +314,11 @@ class Engine:
         while not self.closed:
             if self._ckpt_requested.wait(0.5) and not self.closed:
                 try:
-                    self.checkpoint()
-                except Exception:  # a failed background checkpoint retries on the next request
-                    if self.closed:
-                        return
-                    raise
+                    self.checkpoint(full=False)
+                    self.checkpoint_error = None
+                except Exception as e:  # kept for status; the next request retries
+                    self.checkpoint_error = f"{type(e).__name__}: {e}"
+                    self._ckpt_requested.clear()
 
     def _check_open(self) -> None:
         if self.closed:

@@ -48,9 +48,10 @@ class LockManager:
 
     def _blockers(self, xid: int) -> set[int]:
         key = self._waits_for.get(xid)
-        if key is None:
+        entry = self._locks.get(key) if key is not None else None
+        if entry is None:
             return set()
-        return {x for x in self._locks[key].holders if x != xid}
+        return {x for x in entry.holders if x != xid}
 
     def _cycle(self, start: int) -> bool:
         seen, stack = set(), list(self._blockers(start))

@@ -25,6 +25,10 @@ from traxfs.fs.engine.logrecord import encode
 from traxfs.fs.engine.logstore import LogStore
 
 
+class LogClosed(Exception):
+    """The log was stopped (unclean shutdown) before the LSN someone forces became durable."""
+
+
 class LogFull(Exception):
     """The log region is full of records recovery still needs (a long-running transaction)."""
 
@@ -72,6 +76,7 @@ class LogManager:
         self._callbacks: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._stop = False
+        self._flushing = False  # one flusher at a time: the daemon or a blocked committer
         self._error: BaseException | None = None
         self.stats = {"flushes": 0, "bytes_flushed": 0, "records": 0, "commits": 0}
         self._daemon = threading.Thread(target=self._run, name="log-daemon", daemon=True)
@@ -79,14 +84,18 @@ class LogManager:
 
     # ----- inserting ----------------------------------------------------------------------------
     def append(self, rtype: int, xid: int = 0, prev_lsn: int = 0, page: int = (1 << 64) - 1, opcode: int = 0,
-               undo_next: int = 0, payload: bytes = b"") -> tuple[int, int]:
-        """Insert a record; return (lsn, end lsn). Not durable until the daemon flushes it."""
+               undo_next: int = 0, payload: bytes = b"", system: bool = False) -> tuple[int, int]:
+        """Insert a record; return (lsn, end lsn). Not durable until flushed. ``system`` records
+        (checkpoints) may use the last reserve of the log region, so a checkpoint can always run
+        to free space even when ordinary work is refused with :class:`LogFull`."""
         rec = encode(rtype, xid, prev_lsn, page, opcode, undo_next, payload, self.epoch, self.store.seed)
         used = self.buffer.reserved() + len(rec) - self.trunc_lsn
-        if used > self.store.size // 2 and self._on_pressure is not None:
+        if used > self.store.size // 4 and self._on_pressure is not None:
             self._on_pressure()
-        if used > self.store.size - (1 << 16):
-            raise LogFull(f"log region full: {used} of {self.store.size} bytes still needed by recovery")
+        reserve = (1 << 14) if system else min(1 << 18, self.store.size // 8)
+        if used > self.store.size - reserve:
+            raise LogFull(f"log region full: {used} of {self.store.size} bytes still needed by recovery "
+                          "(a transaction too large for the log, or checkpoints cannot keep up)")
         lsn = self.buffer.insert(rec)
         self.stats["records"] += 1
         return lsn, lsn + len(rec)
@@ -112,12 +121,20 @@ class LogManager:
         with self._cv:
             self._forced = max(self._forced, lsn)
             self._cv.notify_all()
-        self.wait_durable(lsn, None)
+        if not self.wait_durable(lsn, None):  # stopped: a page write relying on this must not happen
+            raise LogClosed(f"log stopped before LSN {lsn} was durable (closed or unclean shutdown)")
 
     def wait_durable(self, lsn: int, timeout: float | None) -> bool:
+        """Block until durable up to ``lsn``. If no flush is running, this thread runs it
+        itself (leader/follower group commit): a lone committer pays one fsync and no thread
+        hand-offs, and commits that arrive while a flush runs are all covered by the next."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cv:
-            while self.durable_lsn < lsn:
+        while self.durable_lsn < lsn:
+            if self._try_flush(lsn):
+                continue
+            with self._cv:
+                if self.durable_lsn >= lsn:
+                    break
                 if self._error is not None:
                     raise RuntimeError("log daemon failed") from self._error
                 if self._stop:
@@ -125,8 +142,27 @@ class LogManager:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                self._cv.wait(remaining if remaining is not None else 0.5)
-            return True
+                if self._flushing:
+                    self._cv.wait(remaining if remaining is not None else 0.5)
+        return True
+
+    def _try_flush(self, want: int) -> bool:
+        with self._cv:
+            if self._flushing or self._stop or self._error is not None:
+                return False
+            self._flushing = True
+        try:
+            self._flush(want)
+        except BaseException as e:
+            with self._cv:
+                self._error = e
+                self._cv.notify_all()
+            raise
+        finally:
+            with self._cv:
+                self._flushing = False
+                self._cv.notify_all()
+        return True
 
     def on_durable(self, lsn: int, fn: Callable[[], None]) -> None:
         with self._cv:
@@ -146,22 +182,21 @@ class LogManager:
         return self._first_wait is not None and time.monotonic() - self._first_wait >= p.max_delay
 
     def _run(self) -> None:
-        try:
-            while True:
-                with self._cv:
-                    while not self._stop and not self._due():
-                        timeout = 0.05
-                        if self._first_wait is not None:
-                            timeout = max(0.0, self.policy.max_delay - (time.monotonic() - self._first_wait))
-                        self._cv.wait(timeout)
-                    if self._stop:
-                        return
-                    target = max(self._forced, self.durable_lsn)
-                self._flush(target)
-        except BaseException as e:  # wake every waiter with the failure rather than hang them
+        """The daemon: flushes by policy for commits nobody blocks on (durability handles)."""
+        while True:
             with self._cv:
-                self._error = e
-                self._cv.notify_all()
+                while not self._stop and (self._flushing or not self._due()):
+                    timeout = 0.05
+                    if self._first_wait is not None:
+                        timeout = max(0.0005, self.policy.max_delay - (time.monotonic() - self._first_wait))
+                    self._cv.wait(timeout)
+                if self._stop or self._error is not None:
+                    return
+                target = max(self._forced, self.durable_lsn)
+            try:
+                self._try_flush(target)
+            except BaseException:  # recorded in _error; every waiter sees it
+                return
 
     def _flush(self, want: int) -> None:
         start = self.durable_lsn

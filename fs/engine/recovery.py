@@ -108,6 +108,7 @@ def recover(engine) -> RecoveryReport:
     rep = RecoveryReport(start_lsn=sb.checkpoint_lsn)
     xacts: dict[int, list] = {}  # xid -> [first_lsn, last_lsn, state]
     dpt: dict[int, int] = {}
+    ended: set[int] = set()
     max_xid, end, checkpoint_seen = 0, sb.checkpoint_lsn, False
     # ----- analysis
     for rec in store.scan(sb.checkpoint_lsn):
@@ -117,6 +118,10 @@ def recover(engine) -> RecoveryReport:
             checkpoint_seen = True
             doc = json.loads(rec.payload)
             for x, (first, last, state) in doc["xacts"].items():
+                # the snapshot was taken after BEGIN_CHECKPOINT: whatever the scan has already
+                # seen of a transaction (records, its COMMIT, its END) is newer than the row
+                if int(x) in ended or state == "ended":
+                    continue
                 t = xacts.setdefault(int(x), [first, last, state])
                 t[0] = min(t[0], first)
             for pid, rec_lsn in doc["dpt"].items():
@@ -133,6 +138,7 @@ def recover(engine) -> RecoveryReport:
                 t[2] = "aborting"
             elif rec.type == RecType.END:
                 del xacts[rec.xid]
+                ended.add(rec.xid)
         if rec.type in (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE) and rec.page != NO_PAGE:
             dpt.setdefault(rec.page, rec.lsn)
     rep.log_end = store.scan_stop

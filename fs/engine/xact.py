@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ class Transaction:
     depends_lsn: int = 0  # ELR: a commit it saw released early must be durable before its own
     pre_commit: list[Callable[[Transaction], None]] = field(default_factory=list)
     on_abort: list[Callable[[Transaction], None]] = field(default_factory=list)
+    # held while a record is appended and first/last LSN and state are updated, so a checkpoint's
+    # snapshot of this row always matches the log (uncontended: one thread drives a transaction)
+    latch: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def require_active(self) -> None:
         if self.state is not TxState.ACTIVE:

@@ -1,0 +1,1210 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The Aether log buffer: the single-mutex baseline and the consolidated + decoupled ("CD") buffer.
+
+Two classes with one API (SPEC §3, ``digests/aether.md`` §4, §5, §9 items 2-6):
+
+``MutexLogBuffer``        Algorithm 1 (digest §4): one mutex ``L`` around all three phases of an
+                          insert -- acquire (LSN generation + space), fill (memcpy), release.
+``ConsolidatedLogBuffer`` "CD" (digest §5.1-§5.3), Aether's default: a consolidation array of 4
+                          slots backed by a slot pool (C) combined with decoupled fill and in-order
+                          release through ``next_release_lsn`` (D).
+
+LSNs are byte offsets in the log; the buffer is a ring of ``capacity`` bytes and byte ``lsn`` lives
+at ``buf[lsn % capacity]``, so generating an LSN also reserves ring space (digest §4).  Three LSN
+watermarks, all monotonic, ``flushed <= released <= reserved``:
+
+* ``reserved``  (``cur_lsn``) -- next LSN to hand out; written only while holding ``L``.
+* ``released``  (``next_release_lsn``) -- every byte below it has been filled; the gap-free prefix
+                the flusher may write (digest §4: release must follow LSN order, the log has no gaps).
+* ``flushed``   -- set by the flusher (``mark_flushed``); ring space below it may be reused.  An
+                acquire of ``size`` bytes at ``lsn`` waits while ``lsn + size - flushed > capacity``.
+
+Insert, baseline (Algorithm 1)::
+
+    lock(L); lsn = cur; wait for space; cur += size; fill(lsn); released = lsn + size; unlock(L)
+
+Insert, CD (Algorithm 2 with Algorithm 3's acquire/release, digest §5.1-§5.3)::
+
+    if try_lock(L):                          # uncontended: a group of one, decoupled (D)
+        lsn = acquire(size); unlock(L); fill(lsn); release_in_order(lsn, size); return lsn
+    s, offset = slot_join(size)              # random probe of slot_array[4]; CAS state += size
+    if offset == 0:                          # leader
+        lock(L); group = slot_close(s)       # fresh slot from the pool installed, s.state <- PENDING
+        lsn = acquire(group); unlock(L)      # D: L covers only LSN + space allocation
+        slot_notify(s, lsn, group)           # s.state <- DONE - group
+    else:
+        lsn, group = slot_wait(s)            # spin while s.state > DONE
+    fill(lsn + offset)                       # members fill their sub-regions in parallel
+    if slot_release(s, size) == DONE:        # atomic add; the last one out ...
+        s.state <- FREE                      # ... frees the slot (lsn, group are in its locals),
+        release_in_order(lsn, group)         #     spins until next_release_lsn == lsn, then sets
+                                             #     next_release_lsn = lsn + group
+
+Slot states (one ``int64`` per slot, digest §5.1 "Algorithm 5"): ``FREE`` (in the pool),
+``OPEN`` = ``READY + joined bytes`` (>= READY, accepting joins), ``PENDING`` (closed, the leader
+is acquiring), ``COPYING`` = ``DONE - bytes still being copied`` (<= DONE).  Numerically
+``COPYING <= DONE(0) < PENDING(1) < FREE(2) < READY(2**40) <= OPEN``, so ``slot_join`` accepts only
+states ``>= READY`` and ``slot_wait`` spins while ``state > DONE``.  ``slot_close`` runs under ``L``
+and needs no atomics to pick the pool slot; it installs the fresh slot (state READY, its array index
+recorded in it) *before* swapping the old one to PENDING, so arrivals never see a closed array
+entry for long.  A thread holding a stale slot pointer can only join a slot whose state is OPEN at
+the instant of its CAS, i.e. a slot that really is open (in whatever incarnation) -- the state word
+alone decides membership, so pool reuse is ABA-safe.  A group never grows past ``capacity // 2``
+bytes (a joiner that would overflow it probes another slot), so every group can eventually get
+ring space.  At most ``ARRAY_SIZE`` leaders wait for ``L`` (contention bounded by slots, digest §5.1).
+Aether frees the slot only after the release because its release queue may still use it (§5.4);
+here every releaser works from its own copies of ``lsn``/``group``/``ticket``, so the last one out
+frees the slot first and the pool recycles faster.
+
+Options of ``ConsolidatedLogBuffer`` (defaults = the CD above, as in the paper):
+
+* ``slots`` (default 4, digest §5.1: the optimum is 3-4) -- size of the consolidation array.
+* ``fast_path="locked"`` -- the uncontended try-lock path keeps ``L`` through fill and release
+  (Algorithm 2's first line read with C's buffer_acquire instead of D's).  Contended inserts
+  still go through the array with decoupled fill.
+* ``release="delegated"`` -- CDME-style delegated release (digest §5.4, Algorithm 4) instead of
+  in-order spinning.  The explicit queue is a ring of ``TFX_REL_RING`` entries indexed by a
+  ticket taken under ``L`` (so ticket order = LSN order) rather than Scott's MCS list: an owner
+  whose predecessor is still pending CASes its entry WAITING -> DELEGATED and returns; the thread
+  holding the head releases its region, then CASes the successor WAITING -> GRANTED (hand-off) or,
+  finding it DELEGATED, releases it too.  1/32 of the owners refuse to delegate, but only for a
+  short spin (a deviation, see ``release_delegated``).
+
+Why the options exist -- measured on this project's 2-vCPU VM (see ``tools/bench_logbuffer.py``):
+Aether assumes threads <= hardware contexts.  With more runnable threads than cores, a thread is
+often preempted between its acquire and its release; under strict in-order release everybody
+behind it then waits for it to be scheduled again, and the running threads keep creating new
+dependencies on the waiting ones -- a convoy with a context switch per insert.  The paper's CD
+collapses here to a few percent of the mutex baseline at 2-8 threads; the locked fast path and
+delegated release do not wait on a descheduled thread and stay near the baseline.
+
+Atomics are GCC builtins (``__atomic_load_n``, ``__atomic_store_n``, ``__atomic_compare_exchange_n``,
+``__atomic_fetch_add``, ``__atomic_exchange_n``) wrapped in the verbatim C block below.  Waiting
+never burns a core for long (digest §8: with 64 threads on 2 cores pure spinning livelocks):
+``slot_wait``, in-order release and ``wait_released`` spin ``SPIN_LIMIT`` pauses, ``sched_yield``
+a few times, then sleep in a Linux futex on the low 32 bits of the word they watch (the slot
+state, ``released``), re-checking at least every 2 ms; whoever changes the word wakes the futex
+when somebody registered (a waiter count, or the lowest target LSN of ``wait_released`` callers,
+so a flusher waiting for a big chunk is not woken per record).  A full ring blocks the acquirer
+(holding ``L``, as in the paper) on a pthread condition that ``mark_flushed`` signals.  Rare
+polls with nothing to block on (every slot closed, slot pool or release ring exhausted) back off
+to 50 us sleeps.
+
+The GIL: ``insert`` parses its argument with the GIL, then runs acquire, fill, release and every
+wait inside ``with nogil``, so Python threads inserting concurrently really run in parallel --
+but each thread needs the GIL again between two inserts, and CPython hands the GIL over through a
+condition variable, so Python-thread throughput is bounded by the GIL, not by the buffer.
+``traxfs.tools.bench_logbuffer`` measures both that and, with native pthreads and no GIL at all
+(``_native_bench``), the algorithms themselves.
+
+Concurrency contract: any number of threads may ``insert``; exactly one flusher thread calls
+``read`` and ``mark_flushed`` (as the log daemon would).  ``released``, ``reserved``, ``flushed``
+and ``wait_released`` are safe from any thread (with several concurrent ``wait_released`` callers
+a wake-up can come up to 2 ms late: one registration word holds the lowest target).
+
+Test hooks (underscore names): ``_set_fill_delay`` (random sleep inside every fill),
+``_set_chaos`` (random pauses at the interleaving points), ``_set_backoff`` (module-wide spin /
+yield / sleep limits), ``_native_bench`` and ``_native_stress`` (pthread drivers without the GIL).
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <stdlib.h>
+    #include <string.h>
+    #include <errno.h>
+    #include <sched.h>
+    #include <time.h>
+    #include <pthread.h>
+    #include <limits.h>
+    #ifdef __linux__
+    #include <linux/futex.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #endif
+
+    #define TFX_DONE      ((int64_t)0)
+    #define TFX_PENDING   ((int64_t)1)
+    #define TFX_FREE      ((int64_t)2)
+    #define TFX_READY     ((int64_t)1 << 40)
+    #define TFX_MAX_SLOTS 16
+    #define TFX_POOL_SIZE 256
+
+    /* One consolidation slot per cache line. */
+    typedef struct __attribute__((aligned(64))) tfx_slot {
+        int64_t state;        /* FREE / OPEN (>= READY) / PENDING / COPYING (<= DONE) */
+        uint64_t lsn;         /* group base LSN, published by slot_notify */
+        int64_t group_size;   /* group bytes, published by slot_notify */
+        int32_t idx;          /* index in slot_array while installed (written under L) */
+        int64_t waiters;      /* members blocked in futex_wait on state */
+        uint64_t ticket;      /* the group's release ticket (delegated release), published by notify */
+    } tfx_slot;
+
+    /* Delegated release (CDME-style, digest 5.4): one entry per acquired region, in LSN order. */
+    #define TFX_REL_WAITING   ((int64_t)0)
+    #define TFX_REL_DELEGATED ((int64_t)1)
+    #define TFX_REL_GRANTED   ((int64_t)2)
+    #define TFX_REL_RING      1024
+    typedef struct __attribute__((aligned(64))) tfx_rel {
+        int64_t status;       /* WAITING -> DELEGATED (owner left) or -> GRANTED (predecessor handed off) */
+        uint64_t end;         /* end LSN of the region, written under L */
+    } tfx_rel;
+
+    /* The buffer.  Fields written by different parties sit on different cache lines. */
+    typedef struct tfx_lb {
+        char *buf;
+        uint64_t capacity;
+        uint64_t max_group;
+        int mode;                                   /* 0 = mutex baseline, 1 = CD */
+        int nslots;
+        int locked_fast_path;                       /* CD: hold L through fill+release when uncontended */
+        int delegated;                              /* CD: delegated release instead of in-order spinning */
+        tfx_rel *rel_ring;
+        uint64_t fill_delay_ns;                     /* test hook: random delay inside fill */
+        uint32_t chaos_one_in;                      /* test hook: random pauses at interleaving points */
+        tfx_slot *pool;
+        tfx_slot *slot_array[TFX_MAX_SLOTS] __attribute__((aligned(64)));
+        /* acquire side: protected by L */
+        pthread_mutex_t L __attribute__((aligned(64)));
+        uint64_t cur_lsn;                           /* reserved(); atomic stores so others may peek */
+        uint64_t next_ticket;                       /* delegated release: next ticket to hand out */
+        int pool_next;
+        uint64_t n_fast, n_groups, n_group_bytes, n_space_waits;
+        /* release side */
+        uint64_t released __attribute__((aligned(64)));   /* next_release_lsn */
+        int64_t rel_waiters __attribute__((aligned(64)));   /* in-order releasers in futex_wait on released */
+        uint64_t rel_target;                        /* min LSN a wait_released caller sleeps for (or ~0) */
+        int64_t n_release_blocks, n_slot_blocks, n_wakes;     /* slow-path counters (atomic adds) */
+        int64_t n_delegated, n_refusals;
+        uint64_t released_tickets __attribute__((aligned(64)));   /* delegated: tickets below are released */
+        /* flush side */
+        uint64_t flushed __attribute__((aligned(64)));
+        int64_t space_waiters;
+        pthread_mutex_t space_mtx;
+        pthread_cond_t space_cond;
+    } tfx_lb;
+
+    static inline uint64_t tfx_ld_u64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline uint64_t tfx_ld_u64_sc(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    static inline void tfx_st_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline void tfx_st_u64_sc(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+    static inline int64_t tfx_ld_i64(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline int64_t tfx_ld_i64_sc(int64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    static inline void tfx_st_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline void tfx_st_i64_sc(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+    static inline int tfx_cas_i64(int64_t *p, int64_t *expected, int64_t desired) {
+        return __atomic_compare_exchange_n(p, expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+    /* fetch-and-add; returns the old value */
+    static inline int64_t tfx_add_i64(int64_t *p, int64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+    static inline int64_t tfx_add_i64_sc(int64_t *p, int64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+    static inline int64_t tfx_xchg_i64(int64_t *p, int64_t v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
+    static inline uint64_t tfx_xchg_u64(uint64_t *p, uint64_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+    /* atomic min: lower *p to v */
+    static inline void tfx_min_u64(uint64_t *p, uint64_t v) {
+        uint64_t cur = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+        while (v < cur && !__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+    }
+    static inline tfx_slot *tfx_ld_slot(tfx_slot **p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void tfx_st_slot(tfx_slot **p, tfx_slot *v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+    static inline void tfx_cpu_relax(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #elif defined(__aarch64__)
+        __asm__ __volatile__("yield" ::: "memory");
+    #else
+        __asm__ __volatile__("" ::: "memory");
+    #endif
+    }
+
+    /* Per-thread xorshift32 for the random slot probe. */
+    static __thread uint32_t tfx_rng_state;
+    static inline uint32_t tfx_rand(void) {
+        uint32_t x = tfx_rng_state;
+        if (x == 0) x = (uint32_t)(uintptr_t)&tfx_rng_state ^ 0x9e3779b9u ^ (uint32_t)clock();
+        if (x == 0) x = 1;
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        tfx_rng_state = x;
+        return x;
+    }
+
+    static inline uint64_t tfx_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
+
+    static inline void tfx_sleep_ns(uint64_t ns) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        nanosleep(&ts, NULL);
+    }
+
+    /* pthread_cond_timedwait for at most ns nanoseconds (the condition uses CLOCK_REALTIME). */
+    static inline int tfx_cond_wait_ns(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t nsec = (uint64_t)ts.tv_nsec + ns % 1000000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull + nsec / 1000000000ull);
+        ts.tv_nsec = (long)(nsec % 1000000000ull);
+        return pthread_cond_timedwait(c, m, &ts);
+    }
+
+    /* futex on the low 32 bits of a 64-bit word: wait while it still holds ``expected``. */
+    static inline uint32_t *tfx_lo32(void *p) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return (uint32_t *)p + 1;
+    #else
+        return (uint32_t *)p;
+    #endif
+    }
+    static inline void tfx_futex_wait(void *word, uint32_t expected, uint64_t timeout_ns) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
+    #ifdef __linux__
+        syscall(SYS_futex, tfx_lo32(word), FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+    #else
+        (void)word; (void)expected;
+        if (ts.tv_sec == 0 && ts.tv_nsec > 50000) ts.tv_nsec = 50000;
+        nanosleep(&ts, NULL);
+    #endif
+    }
+    static inline void tfx_futex_wake_all(void *word) {
+    #ifdef __linux__
+        syscall(SYS_futex, tfx_lo32(word), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    #else
+        (void)word;
+    #endif
+    }
+
+    static tfx_lb *tfx_lb_alloc(void) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, sizeof(tfx_lb)) != 0) return NULL;
+        memset(p, 0, sizeof(tfx_lb));
+        return (tfx_lb *)p;
+    }
+
+    static tfx_rel *tfx_rel_alloc(int n) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, sizeof(tfx_rel) * (size_t)n) != 0) return NULL;
+        memset(p, 0, sizeof(tfx_rel) * (size_t)n);
+        return (tfx_rel *)p;
+    }
+
+    static tfx_slot *tfx_pool_alloc(int n) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, sizeof(tfx_slot) * (size_t)n) != 0) return NULL;
+        memset(p, 0, sizeof(tfx_slot) * (size_t)n);
+        return (tfx_slot *)p;
+    }
+    """
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    ctypedef unsigned long pthread_t
+
+    int64_t DONE "TFX_DONE"
+    int64_t PENDING "TFX_PENDING"
+    int64_t FREE "TFX_FREE"
+    int64_t READY "TFX_READY"
+    int MAX_SLOTS "TFX_MAX_SLOTS"
+    int POOL_SIZE "TFX_POOL_SIZE"
+
+    ctypedef struct tfx_slot:
+        int64_t state
+        uint64_t lsn
+        int64_t group_size
+        int idx
+        int64_t waiters
+        uint64_t ticket
+
+    int64_t REL_WAITING "TFX_REL_WAITING"
+    int64_t REL_DELEGATED "TFX_REL_DELEGATED"
+    int64_t REL_GRANTED "TFX_REL_GRANTED"
+    int REL_RING "TFX_REL_RING"
+
+    ctypedef struct tfx_rel:
+        int64_t status
+        uint64_t end
+
+    ctypedef struct tfx_lb:
+        char *buf
+        uint64_t capacity
+        uint64_t max_group
+        int mode
+        int nslots
+        int locked_fast_path
+        int delegated
+        tfx_rel *rel_ring
+        uint64_t fill_delay_ns
+        uint32_t chaos_one_in
+        tfx_slot *pool
+        tfx_slot *slot_array[16]
+        pthread_mutex_t L
+        uint64_t cur_lsn
+        uint64_t next_ticket
+        int pool_next
+        uint64_t n_fast
+        uint64_t n_groups
+        uint64_t n_group_bytes
+        uint64_t n_space_waits
+        uint64_t released
+        int64_t rel_waiters
+        uint64_t rel_target
+        int64_t n_release_blocks
+        int64_t n_slot_blocks
+        int64_t n_wakes
+        int64_t n_delegated
+        int64_t n_refusals
+        uint64_t released_tickets
+        uint64_t flushed
+        int64_t space_waiters
+        pthread_mutex_t space_mtx
+        pthread_cond_t space_cond
+
+    uint64_t ld_u64 "tfx_ld_u64"(uint64_t *p) noexcept nogil
+    uint64_t ld_u64_sc "tfx_ld_u64_sc"(uint64_t *p) noexcept nogil
+    void st_u64 "tfx_st_u64"(uint64_t *p, uint64_t v) noexcept nogil
+    void st_u64_sc "tfx_st_u64_sc"(uint64_t *p, uint64_t v) noexcept nogil
+    int64_t ld_i64 "tfx_ld_i64"(int64_t *p) noexcept nogil
+    int64_t ld_i64_sc "tfx_ld_i64_sc"(int64_t *p) noexcept nogil
+    void st_i64 "tfx_st_i64"(int64_t *p, int64_t v) noexcept nogil
+    void st_i64_sc "tfx_st_i64_sc"(int64_t *p, int64_t v) noexcept nogil
+    bint cas_i64 "tfx_cas_i64"(int64_t *p, int64_t *expected, int64_t desired) noexcept nogil
+    int64_t add_i64 "tfx_add_i64"(int64_t *p, int64_t v) noexcept nogil
+    int64_t add_i64_sc "tfx_add_i64_sc"(int64_t *p, int64_t v) noexcept nogil
+    int64_t xchg_i64 "tfx_xchg_i64"(int64_t *p, int64_t v) noexcept nogil
+    uint64_t xchg_u64 "tfx_xchg_u64"(uint64_t *p, uint64_t v) noexcept nogil
+    void min_u64 "tfx_min_u64"(uint64_t *p, uint64_t v) noexcept nogil
+    tfx_slot *ld_slot "tfx_ld_slot"(tfx_slot **p) noexcept nogil
+    void st_slot "tfx_st_slot"(tfx_slot **p, tfx_slot *v) noexcept nogil
+    void cpu_relax "tfx_cpu_relax"() noexcept nogil
+    uint32_t fast_rand "tfx_rand"() noexcept nogil
+    uint64_t now_ns "tfx_now_ns"() noexcept nogil
+    void sleep_ns "tfx_sleep_ns"(uint64_t ns) noexcept nogil
+    int cond_wait_ns "tfx_cond_wait_ns"(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns) noexcept nogil
+    void futex_wait "tfx_futex_wait"(void *word, uint32_t expected, uint64_t timeout_ns) noexcept nogil
+    void futex_wake_all "tfx_futex_wake_all"(void *word) noexcept nogil
+    tfx_lb *lb_alloc "tfx_lb_alloc"() noexcept nogil
+    tfx_slot *pool_alloc "tfx_pool_alloc"(int n) noexcept nogil
+    tfx_rel *rel_alloc "tfx_rel_alloc"(int n) noexcept nogil
+
+    int pthread_mutex_init(pthread_mutex_t *m, void *attr) noexcept nogil
+    int pthread_mutex_destroy(pthread_mutex_t *m) noexcept nogil
+    int pthread_mutex_lock(pthread_mutex_t *m) noexcept nogil
+    int pthread_mutex_trylock(pthread_mutex_t *m) noexcept nogil
+    int pthread_mutex_unlock(pthread_mutex_t *m) noexcept nogil
+    int pthread_cond_init(pthread_cond_t *c, void *attr) noexcept nogil
+    int pthread_cond_destroy(pthread_cond_t *c) noexcept nogil
+    int pthread_cond_broadcast(pthread_cond_t *c) noexcept nogil
+    int pthread_create(pthread_t *t, void *attr, void *(*fn)(void *) noexcept nogil, void *arg) noexcept nogil
+    int pthread_join(pthread_t t, void **ret) noexcept nogil
+    int sched_yield() noexcept nogil
+
+
+# Backoff: SPIN_LIMIT pauses, then sched_yield until YIELD_LIMIT, then short sleeps.  With more
+# threads than cores (8 on 2 here), the thread being waited for is often not running at all.
+cdef int SPIN_LIMIT = 64
+cdef int YIELD_LIMIT = 64 + 8
+cdef uint64_t SLEEP_NS = 50000
+
+cdef enum:
+    COND_SLICE_NS = 20000000        # condition waits re-check at least every 20 ms
+    FUTEX_SLICE_NS = 2000000        # futex waits re-check at least every 2 ms
+    MODE_MUTEX = 0
+    MODE_CD = 1
+
+
+def _set_backoff(int spin, int yields, int sleep_ns):
+    """Tuning hook: pauses before yielding, sched_yields before blocking (futex) or sleeping,
+    sleep step in ns for the waits that have nothing to block on."""
+    global SPIN_LIMIT, YIELD_LIMIT, SLEEP_NS
+    SPIN_LIMIT = spin
+    YIELD_LIMIT = spin + yields
+    SLEEP_NS = sleep_ns
+
+
+cdef inline bint spin_then_block(int *spins) noexcept nogil:
+    """One step of a wait that can block: pause, then yield; True once it is time to block."""
+    if spins[0] < SPIN_LIMIT:
+        spins[0] += 1
+        cpu_relax()
+        return False
+    if spins[0] < YIELD_LIMIT:
+        spins[0] += 1
+        sched_yield()
+        return False
+    return True
+
+
+cdef inline void backoff(int *spins) noexcept nogil:
+    spins[0] += 1
+    if spins[0] < SPIN_LIMIT:
+        cpu_relax()
+    elif spins[0] < YIELD_LIMIT:
+        sched_yield()
+    else:
+        sleep_ns(SLEEP_NS)
+
+
+# ---------------------------------------------------------------- phases shared by both buffers
+
+cdef inline bint has_space(tfx_lb *lb, uint64_t end) noexcept nogil:
+    return end - ld_u64_sc(&lb.flushed) <= lb.capacity
+
+
+cdef void wait_space(tfx_lb *lb, uint64_t end) noexcept nogil:
+    """Wait (caller holds L) until ring bytes below ``end`` are free: end - flushed <= capacity."""
+    cdef int spins = 0
+    if has_space(lb, end):
+        return
+    lb.n_space_waits += 1
+    while spins < YIELD_LIMIT:
+        backoff(&spins)
+        if has_space(lb, end):
+            return
+    pthread_mutex_lock(&lb.space_mtx)
+    add_i64_sc(&lb.space_waiters, 1)       # Dekker with mark_flushed: store flushed, load waiters
+    while not has_space(lb, end):
+        cond_wait_ns(&lb.space_cond, &lb.space_mtx, COND_SLICE_NS)
+    add_i64_sc(&lb.space_waiters, -1)
+    pthread_mutex_unlock(&lb.space_mtx)
+
+
+cdef inline void ring_put(tfx_lb *lb, uint64_t lsn, const char *src, uint64_t n) noexcept nogil:
+    cdef uint64_t pos = lsn % lb.capacity
+    cdef uint64_t first = lb.capacity - pos
+    if first >= n:
+        memcpy(lb.buf + pos, src, n)
+    else:                                   # split at the end of the ring
+        memcpy(lb.buf + pos, src, first)
+        memcpy(lb.buf, src + first, n - first)
+
+
+cdef inline void ring_get(tfx_lb *lb, uint64_t lsn, char *dst, uint64_t n) noexcept nogil:
+    cdef uint64_t pos = lsn % lb.capacity
+    cdef uint64_t first = lb.capacity - pos
+    if first >= n:
+        memcpy(dst, lb.buf + pos, n)
+    else:
+        memcpy(dst, lb.buf + pos, first)
+        memcpy(dst + first, lb.buf, n - first)
+
+
+cdef inline void chaos(tfx_lb *lb) noexcept nogil:
+    """Test hook: at a point where another thread's interleaving matters, sometimes yield or
+    sleep up to 30 us, to widen race windows (digest §8: randomized delays)."""
+    cdef uint32_t r
+    if lb.chaos_one_in:
+        r = fast_rand()
+        if r % lb.chaos_one_in == 0:
+            if r & 0x10000:
+                sched_yield()
+            else:
+                sleep_ns((r >> 17) % 30000)
+
+
+cdef void buffer_fill(tfx_lb *lb, uint64_t lsn, const char *data, uint64_t size) noexcept nogil:
+    """Copy the record to ring position ``lsn`` and patch its own LSN (LE u64) at [lsn+8, lsn+16)."""
+    cdef unsigned char le[8]
+    cdef int i
+    ring_put(lb, lsn, data, size)
+    for i in range(8):
+        le[i] = <unsigned char>((lsn >> (8 * i)) & 0xff)
+    ring_put(lb, lsn + 8, <const char *>le, 8)
+    if lb.fill_delay_ns:
+        sleep_ns(fast_rand() % lb.fill_delay_ns)
+
+
+cdef void publish_released(tfx_lb *lb, uint64_t new_released) noexcept nogil:
+    """Advance ``released``; wake in-order releasers (any change matters to them) and
+    wait_released callers whose target is reached (not on every record)."""
+    cdef bint wake = False
+    st_u64_sc(&lb.released, new_released)
+    # Dekker with the waiters: they register (seq_cst), then re-load released before sleeping
+    if ld_i64_sc(&lb.rel_waiters) > 0:
+        wake = True
+    if new_released >= ld_u64_sc(&lb.rel_target):
+        xchg_u64(&lb.rel_target, <uint64_t>-1)     # satisfied; unsatisfied waiters re-register
+        wake = True
+    if wake:
+        add_i64(&lb.n_wakes, 1)
+        futex_wake_all(&lb.released)
+
+
+cdef inline void block_on_released(tfx_lb *lb, uint64_t seen, uint64_t timeout_ns) noexcept nogil:
+    """Sleep until ``released`` differs from ``seen`` (or timeout / spurious wake-up)."""
+    add_i64_sc(&lb.rel_waiters, 1)
+    if ld_u64_sc(&lb.released) == seen:
+        futex_wait(&lb.released, <uint32_t>seen, timeout_ns)
+    add_i64_sc(&lb.rel_waiters, -1)
+
+
+cdef void release_in_order(tfx_lb *lb, uint64_t lsn, uint64_t size) noexcept nogil:
+    """D's buffer_release (Algorithm 3): wait for our turn on next_release_lsn, then advance it.
+    The predecessor may be descheduled (more threads than cores): spin, yield, then futex-wait."""
+    cdef int spins = 0
+    cdef uint64_t r
+    while True:
+        r = ld_u64(&lb.released)
+        if r == lsn:
+            break
+        if spin_then_block(&spins):
+            add_i64(&lb.n_release_blocks, 1)
+            block_on_released(lb, r, FUTEX_SLICE_NS)
+    chaos(lb)
+    publish_released(lb, lsn + size)
+
+
+# ---------------------------------------------------------------- Algorithm 1: the baseline
+
+cdef uint64_t mutex_insert(tfx_lb *lb, const char *data, uint64_t size) noexcept nogil:
+    cdef uint64_t lsn
+    pthread_mutex_lock(&lb.L)
+    lsn = lb.cur_lsn
+    wait_space(lb, lsn + size)
+    st_u64(&lb.cur_lsn, lsn + size)
+    buffer_fill(lb, lsn, data, size)
+    publish_released(lb, lsn + size)
+    pthread_mutex_unlock(&lb.L)
+    return lsn
+
+
+# ---------------------------------------------------------------- CD: consolidation array + decoupled fill
+
+cdef tfx_slot *slot_join(tfx_lb *lb, uint64_t size, int64_t *offset) noexcept nogil:
+    """Random probe of slot_array; CAS state -> state + size on an OPEN slot (Algorithm 5)."""
+    cdef int spins = 0
+    cdef tfx_slot *s
+    cdef int64_t old
+    cdef int64_t limit = <int64_t>lb.max_group
+    while True:
+        s = ld_slot(&lb.slot_array[fast_rand() % <uint32_t>lb.nslots])
+        old = ld_i64(&s.state)
+        while old >= READY and (old - READY) + <int64_t>size <= limit:
+            if cas_i64(&s.state, &old, old + <int64_t>size):
+                offset[0] = old - READY
+                return s
+            # CAS failure reloaded ``old``: retry on the same slot while it stays open
+        backoff(&spins)
+
+
+cdef int64_t slot_close(tfx_lb *lb, tfx_slot *s) noexcept nogil:
+    """Leader, holding L: install a fresh slot from the pool, then swap ``s`` to PENDING."""
+    cdef int spins = 0
+    cdef int scanned = 0
+    cdef tfx_slot *fresh
+    cdef int idx = s.idx
+    while True:
+        fresh = &lb.pool[lb.pool_next]
+        lb.pool_next += 1
+        if lb.pool_next == POOL_SIZE:
+            lb.pool_next = 0
+        if ld_i64(&fresh.state) == FREE:
+            break
+        scanned += 1
+        if scanned >= POOL_SIZE:            # pool exhausted by unreleased groups: they finish without L
+            backoff(&spins)
+            scanned = 0
+    fresh.idx = idx
+    st_i64(&fresh.state, READY)
+    st_slot(&lb.slot_array[idx], fresh)
+    chaos(lb)                               # late joiners still reach the old slot meanwhile
+    return xchg_i64(&s.state, PENDING) - READY
+
+
+cdef inline void slot_notify(tfx_slot *s, uint64_t lsn, int64_t group_size) noexcept nogil:
+    s.lsn = lsn
+    s.group_size = group_size
+    st_i64_sc(&s.state, DONE - group_size)  # publishes lsn and group_size
+    if ld_i64_sc(&s.waiters) > 0:
+        futex_wake_all(&s.state)
+
+
+cdef inline void slot_wait(tfx_lb *lb, tfx_slot *s, uint64_t *lsn, int64_t *group_size) noexcept nogil:
+    cdef int spins = 0
+    cdef int64_t st
+    while True:
+        st = ld_i64(&s.state)
+        if st <= DONE:                      # COPYING: the leader has published lsn, group_size
+            break
+        if spin_then_block(&spins):         # OPEN or PENDING: the leader may be waiting for L
+            add_i64_sc(&s.waiters, 1)
+            add_i64(&lb.n_slot_blocks, 1)
+            st = ld_i64_sc(&s.state)
+            if st > DONE:
+                futex_wait(&s.state, <uint32_t><uint64_t>st, FUTEX_SLICE_NS)
+            add_i64_sc(&s.waiters, -1)
+    lsn[0] = s.lsn
+    group_size[0] = s.group_size
+
+
+# ---------------------------------------------------------------- CDME-style delegated release (digest §5.4)
+
+cdef inline uint64_t ticket_take(tfx_lb *lb) noexcept nogil:
+    """Under L (so ticket order = LSN order): the region's entry in the release ring."""
+    cdef int spins = 0
+    cdef uint64_t t = lb.next_ticket
+    while t - ld_u64(&lb.released_tickets) >= <uint64_t>REL_RING:   # ring full: > REL_RING regions pending
+        backoff(&spins)
+    lb.next_ticket = t + 1
+    return t
+
+
+cdef void release_delegated(tfx_lb *lb, uint64_t t) noexcept nogil:
+    """Release ticket ``t``'s region (filled).  A region whose predecessor is still pending is left
+    to that predecessor (WAITING -> DELEGATED) and the caller returns at once; the thread holding
+    the head releases its region, then hands the head to the successor (WAITING -> GRANTED) or,
+    if the successor already delegated, releases that one too, and so on.  With probability 1/32
+    an owner refuses to delegate and waits for the head, which breaks endless release chains
+    (the "treadmill").  Deviation: the refusal is bounded by a short spin -- if the head does not
+    arrive (the predecessor is descheduled: more threads than cores), the owner delegates after
+    all, instead of convoying behind a thread that is not running."""
+    cdef tfx_rel *e = &lb.rel_ring[t % <uint64_t>REL_RING]
+    cdef tfx_rel *n
+    cdef int64_t exp
+    cdef int spins
+    if (fast_rand() & 31) == 0:             # refuse for a while: wait for the head on-CPU
+        add_i64(&lb.n_refusals, 1)
+        spins = 0
+        while spins < SPIN_LIMIT and ld_i64(&e.status) != REL_GRANTED:
+            spins += 1
+            cpu_relax()
+    chaos(lb)
+    exp = REL_WAITING
+    if cas_i64(&e.status, &exp, REL_DELEGATED):
+        add_i64(&lb.n_delegated, 1)
+        return
+    # the CAS failed on GRANTED: we hold the head, every region below ours is released
+    while True:
+        st_i64(&e.status, REL_WAITING)      # entry free for ticket t + REL_RING
+        st_u64(&lb.released_tickets, t + 1)
+        publish_released(lb, e.end)         # before the hand-off, so released never moves back
+        chaos(lb)
+        t += 1
+        n = &lb.rel_ring[t % <uint64_t>REL_RING]
+        exp = REL_WAITING
+        if cas_i64(&n.status, &exp, REL_GRANTED):
+            chaos(lb)
+            return
+        e = n                               # it delegated: it is filled, release it too
+
+
+# ---------------------------------------------------------------- CD insert
+
+cdef inline uint64_t cd_acquire(tfx_lb *lb, uint64_t size, uint64_t *ticket) noexcept nogil:
+    """buffer_acquire under L: wait for ring space, hand out the LSN (and the release ticket)."""
+    cdef uint64_t lsn = lb.cur_lsn
+    wait_space(lb, lsn + size)
+    if lb.delegated:
+        ticket[0] = ticket_take(lb)
+        lb.rel_ring[ticket[0] % <uint64_t>REL_RING].end = lsn + size
+    st_u64(&lb.cur_lsn, lsn + size)
+    return lsn
+
+
+cdef inline void cd_release(tfx_lb *lb, uint64_t lsn, uint64_t size, uint64_t ticket) noexcept nogil:
+    if lb.delegated:
+        release_delegated(lb, ticket)
+    else:
+        release_in_order(lb, lsn, size)
+
+
+cdef uint64_t cd_insert(tfx_lb *lb, const char *data, uint64_t size) noexcept nogil:
+    cdef uint64_t lsn
+    cdef uint64_t ticket = 0
+    cdef int64_t offset = 0
+    cdef int64_t group_size
+    cdef tfx_slot *s
+    if pthread_mutex_trylock(&lb.L) == 0:  # uncontended: skip the array (Algorithm 2, first line)
+        lsn = cd_acquire(lb, size, &ticket)
+        lb.n_fast += 1
+        if lb.locked_fast_path:
+            buffer_fill(lb, lsn, data, size)
+            cd_release(lb, lsn, size, ticket)
+            pthread_mutex_unlock(&lb.L)
+            return lsn
+        pthread_mutex_unlock(&lb.L)         # D: release L right after acquire
+        chaos(lb)
+        buffer_fill(lb, lsn, data, size)
+        cd_release(lb, lsn, size, ticket)
+        return lsn
+    s = slot_join(lb, size, &offset)
+    chaos(lb)
+    if offset == 0:                         # group leader
+        pthread_mutex_lock(&lb.L)
+        group_size = slot_close(lb, s)
+        lsn = cd_acquire(lb, <uint64_t>group_size, &ticket)
+        lb.n_groups += 1
+        lb.n_group_bytes += <uint64_t>group_size
+        pthread_mutex_unlock(&lb.L)         # D: release L right after acquire
+        s.ticket = ticket
+        chaos(lb)
+        slot_notify(s, lsn, group_size)
+    else:
+        slot_wait(lb, s, &lsn, &group_size)
+        ticket = s.ticket
+    buffer_fill(lb, lsn + <uint64_t>offset, data, size)
+    if add_i64(&s.state, <int64_t>size) + <int64_t>size == DONE:   # slot_release: last one out
+        st_i64(&s.state, FREE)              # lsn, group_size, ticket are in locals already
+        chaos(lb)
+        cd_release(lb, lsn, <uint64_t>group_size, ticket)
+    return lsn + <uint64_t>offset
+
+
+cdef inline uint64_t lb_insert(tfx_lb *lb, const char *data, uint64_t size) noexcept nogil:
+    if lb.mode == MODE_CD:
+        return cd_insert(lb, data, size)
+    return mutex_insert(lb, data, size)
+
+
+cdef void lb_mark_flushed(tfx_lb *lb, uint64_t lsn) noexcept nogil:
+    st_u64_sc(&lb.flushed, lsn)
+    if ld_i64_sc(&lb.space_waiters) > 0:
+        pthread_mutex_lock(&lb.space_mtx)
+        pthread_cond_broadcast(&lb.space_cond)
+        pthread_mutex_unlock(&lb.space_mtx)
+
+
+cdef uint64_t lb_wait_released(tfx_lb *lb, uint64_t lsn, double timeout) noexcept nogil:
+    cdef int spins = 0
+    cdef uint64_t deadline, now, r
+    r = ld_u64(&lb.released)
+    if r >= lsn or timeout <= 0:
+        return r
+    deadline = now_ns() + <uint64_t>(timeout * 1e9) if timeout < 1e9 else <uint64_t>-1
+    while True:
+        r = ld_u64(&lb.released)
+        if r >= lsn:
+            return r
+        if spin_then_block(&spins):
+            now = now_ns()
+            if now >= deadline:
+                return r
+            min_u64(&lb.rel_target, lsn)   # register, then re-check before sleeping
+            r = ld_u64_sc(&lb.released)
+            if r >= lsn:
+                return r
+            futex_wait(&lb.released, <uint32_t>r, min(deadline - now, <uint64_t>FUTEX_SLICE_NS))
+
+
+# ---------------------------------------------------------------- Python classes
+
+cdef class _LogBuffer:
+    """Common implementation; use :class:`MutexLogBuffer` or :class:`ConsolidatedLogBuffer`."""
+
+    cdef tfx_lb *lb
+    cdef readonly uint64_t capacity
+    cdef readonly uint64_t max_record
+
+    def __cinit__(self, *args, **kwargs):
+        self.lb = NULL
+
+    cdef _setup(self, capacity, start_lsn, int mode, int slots, bint locked_fast_path=False,
+                bint delegated=False):
+        cdef int i
+        cdef tfx_lb *lb
+        if capacity < 32:
+            raise ValueError(f"capacity must be >= 32 bytes, got {capacity}")
+        if start_lsn < 0:
+            raise ValueError(f"start_lsn must be >= 0, got {start_lsn}")
+        if not 1 <= slots <= MAX_SLOTS:
+            raise ValueError(f"slots must be in 1..{MAX_SLOTS}, got {slots}")
+        lb = lb_alloc()
+        if lb == NULL:
+            raise MemoryError()
+        self.lb = lb
+        lb.buf = <char *>malloc(<size_t>capacity)
+        lb.pool = pool_alloc(POOL_SIZE)
+        if lb.buf == NULL or lb.pool == NULL:
+            raise MemoryError()
+        memset(lb.buf, 0, <size_t>capacity)
+        lb.capacity = capacity
+        lb.max_group = capacity // 2
+        lb.mode = mode
+        lb.nslots = slots
+        lb.locked_fast_path = locked_fast_path
+        lb.delegated = delegated
+        if delegated:
+            lb.rel_ring = rel_alloc(REL_RING)
+            if lb.rel_ring == NULL:
+                raise MemoryError()
+            lb.rel_ring[0].status = REL_GRANTED     # the first region has no predecessor
+        lb.cur_lsn = start_lsn
+        lb.released = start_lsn
+        lb.flushed = start_lsn
+        lb.rel_target = <uint64_t>-1
+        pthread_mutex_init(&lb.L, NULL)
+        pthread_mutex_init(&lb.space_mtx, NULL)
+        pthread_cond_init(&lb.space_cond, NULL)
+        for i in range(POOL_SIZE):
+            lb.pool[i].state = FREE
+        for i in range(slots):
+            lb.pool[i].state = READY
+            lb.pool[i].idx = i
+            lb.slot_array[i] = &lb.pool[i]
+        lb.pool_next = slots
+        self.capacity = capacity
+        self.max_record = capacity // 2
+
+    def __dealloc__(self):
+        cdef tfx_lb *lb = self.lb
+        if lb == NULL:
+            return
+        pthread_mutex_destroy(&lb.L)
+        pthread_mutex_destroy(&lb.space_mtx)
+        pthread_cond_destroy(&lb.space_cond)
+        free(lb.buf)
+        free(lb.pool)
+        free(lb.rel_ring)
+        free(lb)
+        self.lb = NULL
+
+    def insert(self, record) -> int:
+        """Reserve ``len(record)`` bytes at the current LSN, copy the record in with its own LSN
+        patched (little-endian u64) into bytes [8, 16), release it; return the LSN.  Blocks, with
+        the GIL released, while the ring lacks space.  ``16 <= len(record) <= capacity // 2``."""
+        cdef const char *p
+        cdef Py_ssize_t n
+        cdef uint64_t lsn
+        cdef Py_buffer view
+        cdef tfx_lb *lb = self.lb
+        if type(record) is bytes:
+            p = PyBytes_AS_STRING(record)
+            n = PyBytes_GET_SIZE(record)
+            if n < 16 or <uint64_t>n > lb.max_group:
+                raise ValueError(f"record length {n} outside 16..{lb.max_group}")
+            with nogil:
+                lsn = lb_insert(lb, p, <uint64_t>n)
+            return lsn
+        PyObject_GetBuffer(record, &view, PyBUF_SIMPLE)
+        try:
+            n = view.len
+            if n < 16 or <uint64_t>n > lb.max_group:
+                raise ValueError(f"record length {n} outside 16..{lb.max_group}")
+            p = <const char *>view.buf
+            with nogil:
+                lsn = lb_insert(lb, p, <uint64_t>n)
+        finally:
+            PyBuffer_Release(&view)
+        return lsn
+
+    def released(self) -> int:
+        """Every byte below this LSN has been filled (the gap-free prefix)."""
+        return ld_u64(&self.lb.released)
+
+    def reserved(self) -> int:
+        """The next LSN to hand out."""
+        return ld_u64(&self.lb.cur_lsn)
+
+    def flushed(self) -> int:
+        """The LSN last passed to :meth:`mark_flushed` (``start_lsn`` initially)."""
+        return ld_u64(&self.lb.flushed)
+
+    def read(self, start, end) -> bytes:
+        """A copy of log bytes [start, end); needs flushed <= start <= end <= released()."""
+        cdef tfx_lb *lb = self.lb
+        cdef uint64_t s, e, f, r
+        cdef char *dst
+        if start < 0 or end < 0:
+            raise ValueError(f"read [{start}, {end}): negative LSN")
+        s = start
+        e = end
+        f = ld_u64(&lb.flushed)
+        r = ld_u64(&lb.released)
+        if not (f <= s <= e <= r):
+            raise ValueError(f"read [{s}, {e}) outside the readable range [{f}, {r})")
+        out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(e - s))
+        dst = PyBytes_AS_STRING(out)
+        with nogil:
+            ring_get(lb, s, dst, e - s)
+        return out
+
+    def mark_flushed(self, lsn) -> None:
+        """The flusher wrote everything below ``lsn``: that ring space may be reused."""
+        cdef tfx_lb *lb = self.lb
+        cdef uint64_t v, f, r
+        if lsn < 0:
+            raise ValueError(f"mark_flushed({lsn}): negative LSN")
+        v = lsn
+        f = ld_u64(&lb.flushed)
+        r = ld_u64(&lb.released)
+        if not (f <= v <= r):
+            raise ValueError(f"mark_flushed({v}) outside [flushed {f}, released {r}]")
+        with nogil:
+            lb_mark_flushed(lb, v)
+
+    def wait_released(self, lsn, timeout) -> int:
+        """Block, GIL released, until released() >= lsn or ``timeout`` seconds (None: no limit)
+        have passed; return released()."""
+        cdef uint64_t target, r
+        cdef double t = 1e18 if timeout is None else float(timeout)
+        if lsn <= 0:
+            return ld_u64(&self.lb.released)
+        target = lsn
+        with nogil:
+            r = lb_wait_released(self.lb, target, t)
+        return r
+
+    def stats(self) -> dict:
+        """Counters (approximate while inserts run): try-lock fast-path inserts, consolidation
+        groups and their bytes, acquires that waited for ring space, futex sleeps of in-order
+        releasers and slot members, futex wake-ups issued, delegated releases and refusals."""
+        cdef tfx_lb *lb = self.lb
+        return {
+            "fast_path_inserts": lb.n_fast,
+            "groups": lb.n_groups,
+            "group_bytes": lb.n_group_bytes,
+            "space_waits": lb.n_space_waits,
+            "release_blocks": lb.n_release_blocks,
+            "slot_blocks": lb.n_slot_blocks,
+            "futex_wakes": lb.n_wakes,
+            "delegated_releases": lb.n_delegated,
+            "delegation_refusals": lb.n_refusals,
+        }
+
+    def _set_fill_delay(self, max_us) -> None:
+        """Test hook: every fill then sleeps a random 0..max_us microseconds (GIL released), which
+        scrambles the order in which fills complete (digest §8: delays injected inside fill)."""
+        self.lb.fill_delay_ns = <uint64_t>(max_us * 1000)
+
+    def _set_chaos(self, one_in) -> None:
+        """Test hook: at the algorithm's interleaving points (between acquire and fill, slot
+        install and close, hand-offs, ...) pause one time in ``one_in`` (0: never)."""
+        self.lb.chaos_one_in = <uint32_t>one_in
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(capacity={self.capacity}, flushed={self.flushed()}, "
+                f"released={self.released()}, reserved={self.reserved()})")
+
+
+cdef class MutexLogBuffer(_LogBuffer):
+    """Aether's Algorithm 1: one mutex around acquire + fill + release (the baseline)."""
+
+    def __init__(self, capacity: int, start_lsn: int = 0):
+        self._setup(capacity, start_lsn, MODE_MUTEX, 1)
+
+
+cdef class ConsolidatedLogBuffer(_LogBuffer):
+    """Aether's CD buffer: consolidation array (``slots``, default 4) + decoupled fill with
+    in-order release.  ``fast_path="locked"`` keeps the mutex through fill and release on the
+    uncontended try-lock path; ``release="delegated"`` replaces in-order spinning by CDME-style
+    delegated release (see the module docstring for when that matters)."""
+
+    def __init__(self, capacity: int, start_lsn: int = 0, slots: int = 4, fast_path: str = "decoupled",
+                 release: str = "in-order"):
+        if fast_path not in ("decoupled", "locked"):
+            raise ValueError(f"fast_path must be 'decoupled' or 'locked', got {fast_path!r}")
+        if release not in ("in-order", "delegated"):
+            raise ValueError(f"release must be 'in-order' or 'delegated', got {release!r}")
+        self._setup(capacity, start_lsn, MODE_CD, slots, fast_path == "locked", release == "delegated")
+
+
+# ---------------------------------------------------------------- native drivers (bench, stress)
+
+ctypedef struct native_ctl:
+    tfx_lb *lb
+    int64_t stop              # workers stop when set (bench mode)
+    int64_t workers_left
+    char *capture             # stress: the flushed stream is copied here (NULL: scratch copy only)
+    uint64_t capture_len
+    char *scratch             # bench: flusher's "write" target
+    uint64_t start_lsn
+    uint64_t flush_rounds
+    uint64_t violations       # released moved backwards or exceeded reserved, or capture overflow
+
+
+ctypedef struct native_worker:
+    native_ctl *ctl
+    const char **recs
+    uint64_t *lens
+    uint64_t nrecs
+    uint64_t *lsns_out        # stress: LSN of each record
+    int loop                  # bench: cycle over recs until ctl.stop
+    uint64_t inserts
+    uint64_t nbytes
+
+
+cdef void *native_worker_main(void *arg) noexcept nogil:
+    cdef native_worker *w = <native_worker *>arg
+    cdef tfx_lb *lb = w.ctl.lb
+    cdef uint64_t i = 0, lsn
+    cdef uint64_t done = 0, nbytes = 0
+    if w.loop:
+        while ld_i64(&w.ctl.stop) == 0:
+            lb_insert(lb, w.recs[i], w.lens[i])
+            nbytes += w.lens[i]
+            done += 1
+            i += 1
+            if i == w.nrecs:
+                i = 0
+    else:
+        for i in range(w.nrecs):
+            lsn = lb_insert(lb, w.recs[i], w.lens[i])
+            w.lsns_out[i] = lsn
+            nbytes += w.lens[i]
+            done += 1
+    w.inserts = done
+    w.nbytes = nbytes
+    add_i64(&w.ctl.workers_left, -1)
+    return NULL
+
+
+cdef void *native_flusher_main(void *arg) noexcept nogil:
+    cdef native_ctl *ctl = <native_ctl *>arg
+    cdef tfx_lb *lb = ctl.lb
+    cdef uint64_t f = ld_u64(&lb.flushed), r, last = f, reserved
+    cdef int spins = 0
+    while True:
+        r = ld_u64(&lb.released)
+        reserved = ld_u64(&lb.cur_lsn)
+        if r < last or r > reserved:
+            ctl.violations += 1
+        last = r
+        if r > f:
+            if ctl.capture != NULL:
+                if r - ctl.start_lsn > ctl.capture_len:
+                    ctl.violations += 1
+                    r = ctl.start_lsn + ctl.capture_len
+                ring_get(lb, f, ctl.capture + (f - ctl.start_lsn), r - f)
+            else:
+                ring_get(lb, f, ctl.scratch, r - f)
+            lb_mark_flushed(lb, r)
+            f = r
+            ctl.flush_rounds += 1
+            spins = 0
+        elif ld_i64(&ctl.workers_left) == 0 and ld_u64(&lb.released) == f:
+            break
+        elif spin_then_block(&spins):        # wait for a quarter ring or 1 ms: batch the copies
+            lb_wait_released(lb, f + lb.capacity // 4, 0.001)
+    return NULL
+
+
+cdef object _run_native(_LogBuffer buf, list per_thread, bint loop, double seconds, bint capture,
+                        uint64_t capture_len):
+    cdef tfx_lb *lb = buf.lb
+    cdef int nthreads = len(per_thread)
+    cdef int t, k
+    cdef uint64_t j
+    cdef native_ctl ctl
+    cdef native_worker *workers = NULL
+    cdef pthread_t *tids = NULL
+    cdef pthread_t ftid
+    cdef uint64_t t0, t1
+    cdef int started = 0
+    cdef bint flusher_started = False
+    memset(&ctl, 0, sizeof(ctl))
+    ctl.lb = lb
+    ctl.start_lsn = ld_u64(&lb.flushed)
+    if ld_u64(&lb.released) != ctl.start_lsn or ld_u64(&lb.cur_lsn) != ctl.start_lsn:
+        raise ValueError("native drivers need a buffer with nothing pending (flushed == reserved)")
+    ctl.workers_left = nthreads
+    workers = <native_worker *>malloc(sizeof(native_worker) * nthreads)
+    tids = <pthread_t *>malloc(sizeof(pthread_t) * nthreads)
+    if workers == NULL or tids == NULL:
+        free(workers)
+        free(tids)
+        raise MemoryError()
+    memset(workers, 0, sizeof(native_worker) * nthreads)
+    try:
+        ctl.scratch = <char *>malloc(lb.capacity)
+        if capture:
+            ctl.capture = <char *>malloc(capture_len if capture_len else 1)
+            ctl.capture_len = capture_len
+        if ctl.scratch == NULL or (capture and ctl.capture == NULL):
+            raise MemoryError()
+        for t in range(nthreads):
+            recs = per_thread[t]
+            workers[t].ctl = &ctl
+            workers[t].nrecs = len(recs)
+            workers[t].loop = loop
+            workers[t].recs = <const char **>malloc(sizeof(char *) * max(1, len(recs)))
+            workers[t].lens = <uint64_t *>malloc(sizeof(uint64_t) * max(1, len(recs)))
+            workers[t].lsns_out = <uint64_t *>malloc(sizeof(uint64_t) * max(1, len(recs)))
+            if workers[t].recs == NULL or workers[t].lens == NULL or workers[t].lsns_out == NULL:
+                raise MemoryError()
+            if loop and len(recs) == 0:
+                raise ValueError("bench mode needs at least one record per thread")
+            for k, rec in enumerate(recs):
+                if type(rec) is not bytes:
+                    raise TypeError("records must be bytes")
+                if len(rec) < 16 or <uint64_t>len(rec) > lb.max_group:
+                    raise ValueError(f"record length {len(rec)} outside 16..{lb.max_group}")
+                workers[t].recs[k] = PyBytes_AS_STRING(rec)
+                workers[t].lens[k] = <uint64_t>PyBytes_GET_SIZE(rec)
+        with nogil:
+            if pthread_create(&ftid, NULL, native_flusher_main, &ctl) == 0:
+                flusher_started = True
+                t0 = now_ns()
+                for t in range(nthreads):
+                    if pthread_create(&tids[t], NULL, native_worker_main, &workers[t]) != 0:
+                        break
+                    started += 1
+                if started < nthreads:
+                    add_i64(&ctl.workers_left, started - nthreads)
+                    st_i64(&ctl.stop, 1)
+                if loop:
+                    sleep_ns(<uint64_t>(seconds * 1e9))
+                    st_i64(&ctl.stop, 1)
+                for t in range(started):
+                    pthread_join(tids[t], NULL)
+                t1 = now_ns()
+                pthread_join(ftid, NULL)
+        if not flusher_started or started < nthreads:
+            raise OSError("pthread_create failed")
+        inserts = 0
+        nbytes = 0
+        for t in range(nthreads):
+            inserts += workers[t].inserts
+            nbytes += workers[t].nbytes
+        result = {
+            "seconds": (t1 - t0) / 1e9,
+            "inserts": inserts,
+            "bytes": nbytes,
+            "flush_rounds": ctl.flush_rounds,
+            "violations": ctl.violations,
+        }
+        if not loop:
+            lsns = []
+            for t in range(nthreads):
+                lsns.append([workers[t].lsns_out[j] for j in range(workers[t].nrecs)])
+            result["lsns"] = lsns
+        if capture:
+            result["stream"] = PyBytes_FromStringAndSize(ctl.capture, <Py_ssize_t>capture_len)
+        return result
+    finally:
+        for t in range(nthreads):
+            free(workers[t].recs)
+            free(workers[t].lens)
+            free(workers[t].lsns_out)
+        free(workers)
+        free(tids)
+        free(ctl.scratch)
+        free(ctl.capture)
+
+
+def _native_bench(_LogBuffer buf, int threads, bytes record, double seconds):
+    """Benchmark driver without the GIL: ``threads`` pthreads insert ``record`` in a loop for
+    ``seconds`` while a native flusher thread copies [flushed, released) out and marks it flushed.
+    Returns {seconds, inserts, bytes, flush_rounds, violations}."""
+    if threads < 1:
+        raise ValueError("threads must be >= 1")
+    return _run_native(buf, [[record] for _ in range(threads)], True, seconds, False, 0)
+
+
+def _native_stress(_LogBuffer buf, list per_thread_records):
+    """Correctness driver without the GIL: thread ``i`` inserts ``per_thread_records[i]`` (a list of
+    bytes) once, in order; a native flusher copies the released stream out.  Returns {..., lsns:
+    per-thread list of LSNs, stream: the flushed bytes from the starting LSN}."""
+    total = sum(len(r) for recs in per_thread_records for r in recs)
+    return _run_native(buf, per_thread_records, False, 0.0, True, total)

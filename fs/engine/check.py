@@ -1,0 +1,155 @@
+"""fsck for the page engine: every allocated page, then every named structure.
+
+``check_engine(engine)`` returns a list of problems (empty: healthy). Run it on a quiescent
+engine (no transaction changing pages meanwhile): it first writes back the buffer so the device
+holds the current pages, then
+
+1. reads the allocation maps **raw from the device** and, for every page they mark allocated,
+   reads it raw and verifies it: checksum, magic/version, the page's own number (misdirected
+   writes), and that its type is a known :class:`PageType`. An allocated page that carries no
+   page magic at all (all zeros, or bytes without the ``TX`` magic) is taken to be *raw data* —
+   large objects are written to allocated regions without page headers (SPEC §3) — and is a
+   problem only if a structure claims it;
+2. walks the catalog (page 0). **Naming convention:** a root named ``KIND:NAME`` holds the
+   header page of a structure of that kind — ``btree:``, ``hash:`` (linear hash), ``array:``
+   (array list), ``list:`` (linked list); value 0 means "dropped". Each kind's checker (registered
+   by its module with :func:`register_checker`) verifies the structure and reports the pages it
+   owns. Roots of kinds nobody registered are listed in ``unchecked`` but are not problems
+   (other layers keep their own roots);
+3. cross-checks: every page a structure owns must be allocated, verified and owned once; with
+   ``leaks=True``, allocated pages that carry a page header but belong to no structure (nor to
+   the engine: catalog, maps, nor to ``extra_pages``) are reported as leaked. Leaks are off by
+   default: structures built by a transaction that aborted leave their pages allocated (see
+   ``traxfs.fs.struct``), and a caller may own pages this checker does not know about.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+
+from traxfs.fs.engine import slotted
+from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageCorrupt, PageType, verify
+
+# kind -> fn(engine, header_pid, pages_out: set) -> list of problems
+Checker = Callable[[object, int, set], list[str]]
+CHECKERS: dict[str, Checker] = {}
+_MAP_HEADER = 32
+_CHUNK = 64  # pages per raw read
+
+
+def register_checker(kind: str, fn: Checker) -> None:
+    CHECKERS[kind] = fn
+
+
+def _allocated(engine) -> tuple[list[int], list[str]]:
+    probs, out = [], []
+    bits = (PAGE_SIZE - _MAP_HEADER) * 8
+    for m in range(engine.nmaps):
+        pid = 1 + m
+        raw = engine.dev.read(engine.sb.pages_offset + pid * PAGE_SIZE, PAGE_SIZE)
+        try:
+            verify(raw, pid, "allocation map ")
+        except PageCorrupt as ex:
+            probs.append(str(ex))
+            continue
+        if raw[3] != PageType.ALLOC_MAP:
+            probs.append(f"allocation map page {pid}: type {raw[3]}")
+            continue
+        value = int.from_bytes(raw[_MAP_HEADER:], "little")
+        first = m * bits
+        limit = min(bits, engine.sb.page_count - first)
+        while value:
+            low = value & -value
+            bit = low.bit_length() - 1
+            if bit >= limit:
+                break
+            out.append(first + bit)
+            value ^= low
+    return out, probs
+
+
+def _runs(pids: list[int]) -> Iterable[tuple[int, int]]:
+    """Consecutive runs (first, count) of sorted page numbers, at most _CHUNK long."""
+    i = 0
+    while i < len(pids):
+        j = i + 1
+        while j < len(pids) and pids[j] == pids[j - 1] + 1 and j - i < _CHUNK:
+            j += 1
+        yield pids[i], j - i
+        i = j
+
+
+def catalog(engine) -> list[tuple[str, int]]:
+    """(name, value) of every root in the catalog."""
+    out = []
+    with engine.page(0) as f:
+        for rec in slotted.records(f.data):
+            name, _, rest = rec.partition(b"\0")
+            if len(rest) == 8:
+                out.append((name.decode(errors="replace"), struct.unpack("<Q", rest)[0]))
+    return out
+
+
+def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = (),
+                 unchecked: list[str] | None = None) -> list[str]:
+    import traxfs.fs.struct  # noqa: F401  (registers the structures' checkers)
+
+    probs: list[str] = []
+    engine.buffer.write_back()
+    allocated, map_probs = _allocated(engine)
+    probs += map_probs
+    good: set[int] = set()  # allocated pages that verified as pages
+    raw_data: set[int] = set()  # allocated, no page magic: raw extents (or never formatted)
+    base = engine.sb.pages_offset
+    for first, count in _runs(allocated):
+        blob = engine.dev.read(base + first * PAGE_SIZE, count * PAGE_SIZE)
+        for k in range(count):
+            pid = first + k
+            raw = blob[k * PAGE_SIZE : (k + 1) * PAGE_SIZE]
+            if struct.unpack_from("<H", raw)[0] != PAGE_MAGIC:
+                raw_data.add(pid)
+                continue
+            try:
+                verify(raw, pid)
+            except PageCorrupt as ex:
+                probs.append(str(ex))
+                continue
+            try:
+                PageType(raw[3])
+            except ValueError:
+                probs.append(f"page {pid}: unknown page type {raw[3]}")
+                continue
+            good.add(pid)
+    for pid in [0] + [1 + m for m in range(engine.nmaps)]:
+        if pid not in good:
+            probs.append(f"engine page {pid} (catalog/map) is not allocated or not a valid page")
+    owners: dict[int, str] = {}
+    for name, value in catalog(engine):
+        kind = name.partition(":")[0]
+        checker = CHECKERS.get(kind)
+        if checker is None or ":" not in name:
+            if unchecked is not None:
+                unchecked.append(name)
+            continue
+        if value == 0:
+            continue
+        pages: set[int] = set()
+        try:
+            sub = checker(engine, value, pages)
+        except Exception as ex:  # a checker must not crash fsck: report and go on
+            sub = [f"checker failed: {type(ex).__name__}: {ex}"]
+        probs += [f"{name}: {p}" for p in sub]
+        for pid in sorted(pages):
+            if pid in owners:
+                probs.append(f"{name}: page {pid} also belongs to {owners[pid]}")
+            owners[pid] = name
+            if pid not in good:
+                why = "raw data / unformatted" if pid in raw_data else "not allocated or damaged"
+                probs.append(f"{name}: page {pid} is {why}")
+    if leaks:
+        known = set(owners) | set(extra_pages) | {0} | {1 + m for m in range(engine.nmaps)}
+        leaked = sorted(good - known)
+        if leaked:
+            probs.append(f"{len(leaked)} allocated page(s) belong to no structure: {leaked[:20]}")
+    return probs

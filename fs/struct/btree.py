@@ -1,0 +1,716 @@
+"""A B+tree over slotted pages: the index behind directories and extent maps.
+
+**Identity.** A tree is its *header page* (``PageType.BTREE_HEADER``): the root moves when the
+root splits or collapses, the header never does, so the header pid is what the catalog names
+(``btree:NAME``) and what every logical undo payload carries.
+
+Page formats (after the 32-byte page header)::
+
+    header  (BTREE_HEADER)  magic b"TXBT", version u16, pad u16, root u64, count u64
+    leaf    (BTREE_LEAF)    slotted; aux = right sibling (0: last leaf);
+                            record = klen u16 | key | value, sorted by key
+    inner   (BTREE_INNER)   slotted; aux = level (1 = just above the leaves);
+                            record = child u64 | separator key; record 0's key is empty (−∞)
+
+Child ``i`` of an inner node holds the keys ``k`` with ``sep[i] <= k < sep[i+1]``. Keys are
+bytes compared lexicographically, at most :data:`MAX_KEY` bytes, and key + value at most
+:data:`MAX_ENTRY` bytes; so a leaf holds at least three entries and an inner node three
+children, and a 2-way split always fits.
+
+**Searching** bisects over the slot directory (``bisect`` with a key function that slices one
+key out of the page), so a lookup decodes ~log2(n) keys per level, never a whole page.
+
+**Splits** are physiological and small: the new right page is formatted (``OP_FORMAT``, no
+pre-image: it was free) and filled with one ``OP_SLOTS_PASTE``; the left page loses the moved
+run with one ``OP_SLOTS_CUT``; the parent gets one slot insert. Leaf splits push up the
+*shortest* separator between the two halves (suffix truncation), so long keys cost little in
+inner nodes. Splits are balanced by bytes, except on the rightmost (leftmost) path when the
+insert is at the end (start), where the old page is left full: sequential loads then fill pages
+completely, which is the common case for extent maps.
+
+**Deletes merge underfull nodes.** A node that falls below a quarter full is merged with an
+adjacent sibling under the same parent (the right one, else the left one) when the two fit in
+three quarters of a page: the right
+node's records are pasted at the end of the left one (for inner nodes the parent's separator
+comes down onto the right node's first child), the parent loses the right node's entry — which
+may make the parent underfull in turn, up to the root — and the right page is freed. The gap
+between the quarter and the three quarters is hysteresis: a merged node has room, so the next
+insert does not split it again. No redistribution (borrowing from a fuller sibling): it would
+cost log on every delete near the threshold for little gain. Besides merging, a leaf that
+becomes *empty* is always unlinked and freed, even without a same-parent sibling (its left
+neighbour in the leaf chain is found through the path); a root with one child is replaced by
+that child. Why merge at all: directories shrink (``rm`` of most of a big directory) and random
+deletes almost never empty a 60-entry leaf, so free-at-empty alone would leave them at a quarter
+full forever. Freed pages return to the allocator at commit (see ``common.free_page``).
+
+**Concurrency and recovery.** Every change is a nested top action under the tree's latch with a
+logical undo: put ↔ put-back-old-value / delete, delete ↔ put (see ``common``). Readers take the
+latch too (a reader must not see a half-done split). Iterators do not hold the latch or pins
+between batches: each batch is one leaf read under the latch; the next batch follows the leaf's
+right link if the leaf's LSN is unchanged, else re-seeks past the last key returned — so they
+never see a key twice or skip one that existed throughout. Isolation between transactions (two
+transactions writing the same key) is the caller's business: take ``engine.lock`` on the key.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+
+from traxfs.fs.engine import check as engine_check
+from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine.ops import Operation
+from traxfs.fs.engine.page import HEADER_SIZE, PageType
+from traxfs.fs.engine.xact import Transaction
+from traxfs.fs.struct.common import (
+    DIR_START,
+    HH,
+    OP_SLOTS_CUT,
+    OP_SLOTS_PASTE,
+    PAGE_CAPACITY,
+    U16,
+    U64,
+    UNDO_HEAD,
+    aux_of,
+    free_page,
+    lsn_of,
+    nested_action,
+    new_page,
+    nslots,
+    pinned,
+    run_inverse,
+    run_payload,
+    set_page_aux,
+    structure_latch,
+    undo_head,
+    write_bytes,
+)
+
+MAX_KEY = 1024
+MAX_ENTRY = 1300
+UNDERFULL = PAGE_CAPACITY // 4  # a node using fewer bytes than this is merged with a sibling ...
+MERGE_LIMIT = PAGE_CAPACITY * 3 // 4  # ... if the merged node uses at most this many
+KIND = "btree"
+MAGIC = b"TXBT"
+VERSION = 1
+_HDR = struct.Struct("<4sHHQQ")  # at HEADER_SIZE: magic, version, pad, root, count
+_ROOT_OFF = HEADER_SIZE + 8
+_COUNT_OFF = HEADER_SIZE + 16
+_RC = struct.Struct("<QQ")  # root, count
+LEAF, INNER = PageType.BTREE_LEAF, PageType.BTREE_INNER
+
+OP_UNDO_PUT = 110  # payload: undo head | had_old u8 | klen u16 | key | old value
+OP_UNDO_DELETE = 111  # payload: undo head | klen u16 | key | value
+_UNDO_PUT = struct.Struct("<BH")
+
+
+# ----- record codecs and in-page search -----------------------------------------------------------
+def leaf_record(key: bytes, value: bytes) -> bytes:
+    return U16.pack(len(key)) + key + value
+
+
+def inner_record(child: int, key: bytes) -> bytes:
+    return U64.pack(child) + key
+
+
+def _leaf_key(buf, i: int) -> bytes:
+    off, _ = HH.unpack_from(buf, DIR_START + 4 * i)
+    (kl,) = U16.unpack_from(buf, off)
+    return bytes(buf[off + 2 : off + 2 + kl])
+
+
+def _leaf_item(buf, i: int) -> tuple[bytes, bytes]:
+    off, ln = HH.unpack_from(buf, DIR_START + 4 * i)
+    (kl,) = U16.unpack_from(buf, off)
+    return bytes(buf[off + 2 : off + 2 + kl]), bytes(buf[off + 2 + kl : off + ln])
+
+
+def _inner_key(buf, i: int) -> bytes:
+    off, ln = HH.unpack_from(buf, DIR_START + 4 * i)
+    return bytes(buf[off + 8 : off + ln])
+
+
+def _inner_child(buf, i: int) -> int:
+    off, _ = HH.unpack_from(buf, DIR_START + 4 * i)
+    return U64.unpack_from(buf, off)[0]
+
+
+def _rec_key(rec: bytes, leaf: bool) -> bytes:
+    if leaf:
+        return rec[2 : 2 + U16.unpack_from(rec)[0]]
+    return rec[8:]
+
+
+def _leaf_search(buf, key: bytes) -> tuple[int, int]:
+    """(index of the first key >= ``key``, slot count)."""
+    n = nslots(buf)
+    return bisect_left(range(n), key, key=lambda i: _leaf_key(buf, i)), n
+
+
+def _inner_search(buf, key: bytes) -> tuple[int, int]:
+    """(index of the child that covers ``key``, slot count)."""
+    n = nslots(buf)
+    return bisect_right(range(1, n), key, key=lambda i: _inner_key(buf, i)), n
+
+
+def separator(left_last: bytes, right_first: bytes) -> bytes:
+    """The shortest key ``s`` with ``left_last < s <= right_first``."""
+    n = min(len(left_last), len(right_first))
+    i = 0
+    while i < n and left_last[i] == right_first[i]:
+        i += 1
+    return right_first[: i + 1]
+
+
+def _split_point(sizes: list[int]) -> int:
+    """Index s (1 <= s < len) splitting records of these sizes into two pages, by bytes."""
+    total = sum(sizes)
+    best, best_s, acc = None, 0, 0
+    for s in range(1, len(sizes)):
+        acc += sizes[s - 1]
+        if acc <= PAGE_CAPACITY and total - acc <= PAGE_CAPACITY:
+            d = abs(2 * acc - total)
+            if best is None or d < best:
+                best, best_s = d, s
+    if best is None:
+        raise AssertionError("no 2-way split fits (record size limits violated)")
+    return best_s
+
+
+def check_sizes(key: bytes, value: bytes) -> None:
+    if len(key) > MAX_KEY:
+        raise ValueError(f"B+tree key of {len(key)} bytes exceeds the limit of {MAX_KEY}")
+    if len(key) + len(value) > MAX_ENTRY:
+        raise ValueError(f"B+tree key + value of {len(key) + len(value)} bytes exceeds the limit of {MAX_ENTRY}")
+
+
+class BTree:
+    """One B+tree, identified by its header page. Cheap to open; objects on the same header
+    share one latch."""
+
+    def __init__(self, engine, header_pid: int):
+        self.e = engine
+        self.header = header_pid
+        self.latch = structure_latch(engine, header_pid)
+
+    # ----- lifecycle ----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, engine, tx: Transaction, name: str | None = None) -> BTree:
+        """A new empty tree (its creation is undone if ``tx`` aborts). With ``name``, it is
+        registered in the catalog as ``btree:NAME``."""
+        header = new_page(engine, tx, PageType.BTREE_HEADER, is_slotted=False)
+        root = new_page(engine, tx, LEAF)
+        write_bytes(engine, tx, header, HEADER_SIZE, _HDR.pack(MAGIC, VERSION, 0, root, 0))
+        if name is not None:
+            engine.set_root(tx, f"{KIND}:{name}", header)
+        return cls(engine, header)
+
+    @classmethod
+    def open(cls, engine, header_pid: int) -> BTree:
+        with engine.page(header_pid) as f:
+            if f.data[3] != PageType.BTREE_HEADER or _HDR.unpack_from(f.data, HEADER_SIZE)[0] != MAGIC:
+                raise ValueError(f"page {header_pid} is not a B+tree header")
+        return cls(engine, header_pid)
+
+    @classmethod
+    def open_named(cls, engine, name: str) -> BTree | None:
+        pid = engine.get_root(f"{KIND}:{name}")
+        return cls.open(engine, pid) if pid else None
+
+    def drop(self, tx: Transaction, name: str | None = None) -> None:
+        """Free every page of the tree when ``tx`` commits (unname it too, with ``name``)."""
+        with self.latch:
+            pages = [self.header]
+            stack = [self._root()]
+            while stack:
+                pid = stack.pop()
+                pages.append(pid)
+                with pinned(self.e, pid) as f:
+                    if f.data[3] == INNER:
+                        stack.extend(_inner_child(f.data, i) for i in range(nslots(f.data)))
+            for pid in pages:
+                self.e.alloc.free_page(tx, pid)  # at commit only: an aborted drop frees nothing
+            if name is not None:
+                self.e.set_root(tx, f"{KIND}:{name}", 0)
+
+    # ----- header -------------------------------------------------------------------------------
+    def _root(self) -> int:
+        with pinned(self.e, self.header) as f:
+            return U64.unpack_from(f.data, _ROOT_OFF)[0]
+
+    def _set_root(self, tx: Transaction, pid: int) -> None:
+        write_bytes(self.e, tx, self.header, _ROOT_OFF, U64.pack(pid))
+
+    def _root_count(self) -> tuple[int, int]:
+        with pinned(self.e, self.header) as f:
+            return _RC.unpack_from(f.data, _ROOT_OFF)
+
+    def _set_count(self, tx: Transaction, old: int, new: int) -> None:
+        self.e.update(tx, self.header, ops.OP_WRITE, ops.write_payload(_COUNT_OFF, U64.pack(old), U64.pack(new)))
+
+    def __len__(self) -> int:
+        with pinned(self.e, self.header) as f:
+            return U64.unpack_from(f.data, _COUNT_OFF)[0]
+
+    # ----- descent ------------------------------------------------------------------------------
+    def _descend(self, key: bytes, path: list | None = None, root: int = 0) -> int:
+        """The leaf that covers ``key``; ``path`` collects (inner pid, child index, slot count)."""
+        pid = root or self._root()
+        e = self.e
+        while True:
+            with pinned(e, pid) as f:
+                buf = f.data
+                if buf[3] != INNER:
+                    return pid
+                idx, n = _inner_search(buf, key)
+                child = _inner_child(buf, idx)
+            if path is not None:
+                path.append((pid, idx, n))
+            pid = child
+
+    def _left_leaf(self, path: list) -> int | None:
+        """The leaf just left of the one ``path`` leads to (None: it is the leftmost)."""
+        for d in range(len(path) - 1, -1, -1):
+            pid, idx, _n = path[d]
+            if idx > 0:
+                with pinned(self.e, pid) as f:
+                    child = _inner_child(f.data, idx - 1)
+                for _ in range(len(path) - 1 - d):
+                    with pinned(self.e, child) as f:
+                        child = _inner_child(f.data, nslots(f.data) - 1)
+                return child
+        return None
+
+    # ----- reading ------------------------------------------------------------------------------
+    def get(self, key: bytes, default=None):
+        key = bytes(key)
+        e = self.e
+        with self.latch:
+            pid = self._root()
+            while True:
+                with pinned(e, pid) as f:
+                    buf = f.data
+                    if buf[3] == INNER:
+                        pid = _inner_child(buf, _inner_search(buf, key)[0])
+                        continue
+                    i, n = _leaf_search(buf, key)
+                    if i < n:
+                        k, v = _leaf_item(buf, i)
+                        if k == key:
+                            return v
+                    return default
+
+    lookup = get
+
+    def __contains__(self, key: bytes) -> bool:
+        return self.get(key) is not None
+
+    def floor(self, key: bytes) -> tuple[bytes, bytes] | None:
+        """The entry with the greatest key <= ``key`` (extent maps: the extent holding an offset)."""
+        key = bytes(key)
+        with self.latch:
+            path: list = []
+            leaf = self._descend(key, path)
+            with pinned(self.e, leaf) as f:
+                i = bisect_right(range(nslots(f.data)), key, key=lambda j: _leaf_key(f.data, j))
+                if i > 0:
+                    return _leaf_item(f.data, i - 1)
+            left = self._left_leaf(path)
+            if left is None:
+                return None
+            with pinned(self.e, left) as f:
+                n = nslots(f.data)
+                return _leaf_item(f.data, n - 1) if n else None
+
+    def items(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``start <= key < stop`` in ascending key order (None: unbounded)."""
+        start = None if start is None else bytes(start)
+        stop = None if stop is None else bytes(stop)
+        last: bytes | None = None
+        follow: tuple[int, int, int] | None = None  # (leaf read, its LSN then, its right link)
+        while True:
+            batch: list[tuple[bytes, bytes]] = []
+            done = False
+            with self.latch:
+                leaf = idx = None
+                if follow is not None:
+                    with pinned(self.e, follow[0]) as f:
+                        if lsn_of(f.data) == follow[1]:  # unchanged: its right link is current
+                            leaf, idx = follow[2], 0
+                            if leaf == 0:
+                                return
+                if leaf is None:  # first batch, or the tree changed: (re-)seek
+                    leaf = self._descend((start or b"") if last is None else last)
+                with pinned(self.e, leaf) as f:
+                    buf = f.data
+                    n = nslots(buf)
+                    if idx is None:
+                        if last is None:
+                            idx = 0 if start is None else _leaf_search(buf, start)[0]
+                        else:
+                            idx = bisect_right(range(n), last, key=lambda j: _leaf_key(buf, j))
+                    for i in range(idx, n):
+                        k, v = _leaf_item(buf, i)
+                        if stop is not None and k >= stop:
+                            done = True
+                            break
+                        batch.append((k, v))
+                    follow = (leaf, lsn_of(buf), aux_of(buf))
+            yield from batch
+            if done:
+                return
+            if batch:
+                last = batch[-1][0]
+
+    def keys(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[bytes]:
+        return (k for k, _ in self.items(start, stop))
+
+    def values(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[bytes]:
+        return (v for _, v in self.items(start, stop))
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.keys()
+
+    # ----- changing -----------------------------------------------------------------------------
+    def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
+        """Insert or overwrite; return the old value (None if the key is new)."""
+        key, value = bytes(key), bytes(value)
+        check_sizes(key, value)
+        with nested_action(self.e, tx, self.latch) as act:
+            old = self._put(tx, key, value)
+            if old is None:
+                payload = _UNDO_PUT.pack(0, len(key)) + key
+            else:
+                payload = _UNDO_PUT.pack(1, len(key)) + key + old
+            act.end(OP_UNDO_PUT, undo_head(act, self.header) + payload)
+        return old
+
+    insert = put
+
+    def delete(self, tx: Transaction, key: bytes) -> bytes | None:
+        """Remove ``key``; return its value (None if it was absent: nothing changes)."""
+        key = bytes(key)
+        with nested_action(self.e, tx, self.latch) as act:
+            old = self._delete(tx, key)
+            if old is not None:
+                act.end(OP_UNDO_DELETE, undo_head(act, self.header) + U16.pack(len(key)) + key + old)
+        return old
+
+    # The physical work (latch held, inside a nested top action or a logical undo).
+    def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
+        e = self.e
+        path: list = []
+        root, count = self._root_count()
+        leaf = self._descend(key, path, root)
+        rec = leaf_record(key, value)
+        with pinned(e, leaf) as f:
+            buf = f.data
+            i, n = _leaf_search(buf, key)
+            old = None
+            if i < n:
+                k, v = _leaf_item(buf, i)
+                if k == key:
+                    old = v
+                    if v == value:
+                        return old
+                    old_rec = leaf_record(k, v)
+                    if slotted.free_space(buf) + len(old_rec) >= len(rec):
+                        e.update(tx, leaf, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(i, old_rec, rec))
+                        return old
+                    e.update(tx, leaf, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, old_rec))
+                    n -= 1
+            if slotted.fits(buf, len(rec)):
+                e.update(tx, leaf, ops.OP_SLOT_INSERT, ops.slot_insert_payload(i, rec))
+            else:
+                self._split(tx, path, leaf, i, rec, True)
+        if old is None:
+            self._set_count(tx, count, count + 1)
+        return old
+
+    def _split(self, tx: Transaction, path: list, pid: int, pos: int, rec: bytes, leaf: bool) -> None:
+        """Insert ``rec`` at ``pos`` in the full node ``pid`` by splitting it in two."""
+        e = self.e
+        with pinned(e, pid) as f:
+            buf = f.data
+            recs = slotted.records(buf)
+            aux = aux_of(buf)
+        n = len(recs)
+        combined = recs[:pos] + [rec] + recs[pos:]
+        rightmost = all(i == m - 1 for _, i, m in path) and (not leaf or aux == 0)
+        leftmost = all(i == 0 for _, i, _m in path)
+        if pos == n and rightmost:
+            s = n  # sequential load upwards: keep the old page full
+        elif pos == 0 and leftmost:
+            s = 1  # ... downwards
+        else:
+            s = _split_point([len(r) + 4 for r in combined])
+        right = combined[s:]
+        if leaf:
+            sep = separator(_rec_key(combined[s - 1], True), _rec_key(combined[s], True))
+            right_pid = new_page(e, tx, LEAF, aux, right)
+        else:
+            sep = _rec_key(combined[s], False)
+            right[0] = combined[s][:8]  # its key becomes the separator above: here it is −∞
+            right_pid = new_page(e, tx, INNER, aux, right)
+        keep = s if pos >= s else s - 1  # original records that stay left
+        if keep < n:
+            e.update(tx, pid, OP_SLOTS_CUT, run_payload(keep, recs[keep:]))
+        if leaf:
+            set_page_aux(e, tx, pid, right_pid)
+        if pos < s:
+            e.update(tx, pid, ops.OP_SLOT_INSERT, ops.slot_insert_payload(pos, rec))
+        self._insert_parent(tx, path, pid, sep, right_pid, 0 if leaf else aux)
+
+    def _insert_parent(self, tx: Transaction, path: list, left: int, sep: bytes, right: int, level: int) -> None:
+        e = self.e
+        entry = inner_record(right, sep)
+        if not path:  # ``left`` was the root
+            root = new_page(e, tx, INNER, level + 1, [inner_record(left, b""), entry])
+            self._set_root(tx, root)
+            return
+        parent, idx, _n = path[-1]
+        with pinned(e, parent) as f:
+            fits = slotted.fits(f.data, len(entry))
+        if fits:
+            e.update(tx, parent, ops.OP_SLOT_INSERT, ops.slot_insert_payload(idx + 1, entry))
+        else:
+            self._split(tx, path[:-1], parent, idx + 1, entry, False)
+
+    def _delete(self, tx: Transaction, key: bytes) -> bytes | None:
+        e = self.e
+        path: list = []
+        root, count = self._root_count()
+        leaf = self._descend(key, path, root)
+        with pinned(e, leaf) as f:
+            buf = f.data
+            i, n = _leaf_search(buf, key)
+            if i >= n:
+                return None
+            k, v = _leaf_item(buf, i)
+            if k != key:
+                return None
+            e.update(tx, leaf, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, leaf_record(k, v)))
+            empty = n == 1
+            used = PAGE_CAPACITY - slotted.free_space(buf)
+        if empty and path:
+            left = self._left_leaf(path)
+            if left is not None:
+                with pinned(e, leaf) as f:
+                    nxt = aux_of(f.data)
+                set_page_aux(e, tx, left, nxt)
+            self._remove_entry(tx, path)
+            free_page(e, tx, leaf)
+        elif path and used < UNDERFULL:
+            self._merge(tx, path, leaf, used, True)
+        self._set_count(tx, count, count - 1)
+        return v
+
+    def _merge(self, tx: Transaction, path: list, pid: int, used: int, leaf: bool) -> None:
+        """Merge the underfull node ``pid`` (``path[-1]`` is its entry in its parent) with an
+        adjacent sibling under the same parent, if the two fit in MERGE_LIMIT bytes."""
+        e = self.e
+        parent, idx, n = path[-1]
+        for sib_idx in (idx + 1, idx - 1):  # the right sibling first, else the left one
+            if not 0 <= sib_idx < n:
+                continue
+            right_idx = max(idx, sib_idx)
+            with pinned(e, parent) as f:
+                sib = _inner_child(f.data, sib_idx)
+                sep = _inner_key(f.data, right_idx)
+            with pinned(e, sib) as f:
+                sib_used = PAGE_CAPACITY - slotted.free_space(f.data)
+            if used + sib_used + (0 if leaf else len(sep)) <= MERGE_LIMIT:
+                break
+        else:
+            return
+        left, right = (pid, sib) if sib_idx > idx else (sib, pid)
+        with pinned(e, right) as f:
+            moved = slotted.records(f.data)
+            right_next = aux_of(f.data)
+        with pinned(e, left) as f:
+            at = nslots(f.data)
+        if not leaf:  # the separator above comes down onto the right node's first child
+            moved[0] = moved[0][:8] + sep
+        if moved:
+            e.update(tx, left, OP_SLOTS_PASTE, run_payload(at, moved))
+        if leaf:
+            set_page_aux(e, tx, left, right_next)
+            # change the freed leaf too: an iterator that read it last sees a new LSN and
+            # re-seeks instead of following a right link out of a page no longer in the tree
+            set_page_aux(e, tx, right, 0)
+        self._remove_entry(tx, path[:-1] + [(parent, right_idx, n)])
+        free_page(e, tx, right)
+
+    def _remove_entry(self, tx: Transaction, path: list) -> None:
+        """Remove the child entry ``path[-1]`` points at from its inner node."""
+        e = self.e
+        pid, idx, n = path[-1]
+        with pinned(e, pid) as f:
+            old = slotted.get(f.data, idx)
+            e.update(tx, pid, ops.OP_SLOT_DELETE, ops.slot_delete_payload(idx, old))
+            if n - 1 == 0:  # it was the only child: this node goes too (never the root: >= 2)
+                empty = True
+            else:
+                empty = False
+                if idx == 0:  # the new first child's separator becomes −∞
+                    first = slotted.get(f.data, 0)
+                    if len(first) > 8:
+                        e.update(tx, pid, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(0, first, first[:8]))
+                used = PAGE_CAPACITY - slotted.free_space(f.data)
+        if empty:
+            if len(path) == 1:
+                raise AssertionError(f"B+tree {self.header}: root {pid} lost its last child")
+            self._remove_entry(tx, path[:-1])
+            free_page(e, tx, pid)
+            return
+        if len(path) > 1:
+            if used < UNDERFULL:
+                self._merge(tx, path[:-1], pid, used, False)
+            return
+        root = pid  # the root: collapse while it has a single child
+        while True:
+            with pinned(e, root) as f:
+                if f.data[3] != INNER or nslots(f.data) != 1:
+                    break
+                child = _inner_child(f.data, 0)
+            self._set_root(tx, child)
+            free_page(e, tx, root)
+            root = child
+
+    # ----- verification -------------------------------------------------------------------------
+    def check(self, pages: set | None = None) -> list[str]:
+        """Verify the whole tree; return problems (empty: healthy). ``pages`` collects every page
+        the tree owns. Checks: header; page types; levels (all leaves at one depth, inner aux =
+        level); per-node key order and record format; separators bound their subtrees; the
+        leaf chain visits exactly the leaves in key order; the entry count; pages allocated."""
+        probs: list[str] = []
+        own = pages if pages is not None else set()
+        name = f"btree {self.header}"
+        with self.latch:
+            with pinned(self.e, self.header) as f:
+                magic, version, _pad, root, count = _HDR.unpack_from(f.data, HEADER_SIZE)
+                htype = f.data[3]
+            own.add(self.header)
+            if htype != PageType.BTREE_HEADER or magic != MAGIC or version != VERSION:
+                return [f"{name}: header page type {htype}, magic {magic!r}, version {version}"]
+            leaves: list[int] = []
+            total = 0
+            with pinned(self.e, root) as f:
+                root_level = aux_of(f.data) if f.data[3] == INNER else 0
+            # (pid, lo, hi, level expected, is_root)
+            stack = [(root, None, None, root_level, True)]
+            while stack:
+                pid, lo, hi, level, is_root = stack.pop()
+                where = f"{name} page {pid}"
+                if pid in own:
+                    probs.append(f"{where}: reached twice")
+                    continue
+                own.add(pid)
+                if not self.e.alloc.is_allocated(pid):
+                    probs.append(f"{where}: in the tree but not allocated")
+                with pinned(self.e, pid) as f:
+                    buf = bytes(f.data)
+                ptype, n = buf[3], nslots(buf)
+                try:
+                    recs = slotted.records(buf)
+                except Exception as ex:  # a damaged directory
+                    probs.append(f"{where}: unreadable slots ({ex})")
+                    continue
+                if level == 0:
+                    if ptype != LEAF:
+                        probs.append(f"{where}: type {ptype} at leaf level")
+                        continue
+                    if n == 0 and not is_root:
+                        probs.append(f"{where}: empty leaf (only the root may be empty)")
+                    prev = None
+                    for i, r in enumerate(recs):
+                        if len(r) < 2 or U16.unpack_from(r)[0] > len(r) - 2:
+                            probs.append(f"{where} slot {i}: malformed record")
+                            continue
+                        k = _rec_key(r, True)
+                        if len(k) > MAX_KEY or len(r) - 2 > MAX_ENTRY:
+                            probs.append(f"{where} slot {i}: entry over the size limits")
+                        if prev is not None and k <= prev:
+                            probs.append(f"{where} slot {i}: key {k!r} not above {prev!r}")
+                        if lo is not None and k < lo or hi is not None and k >= hi:
+                            probs.append(f"{where} slot {i}: key {k!r} outside [{lo!r}, {hi!r})")
+                        prev = k
+                    leaves.append(pid)
+                    total += n
+                    continue
+                if ptype != INNER:
+                    probs.append(f"{where}: type {ptype} at inner level {level}")
+                    continue
+                if aux_of(buf) != level:
+                    probs.append(f"{where}: level {aux_of(buf)}, expected {level}")
+                if n < (2 if is_root else 1):
+                    probs.append(f"{where}: {n} children")
+                    continue
+                if any(len(r) < 8 for r in recs):
+                    probs.append(f"{where}: malformed inner record")
+                    continue
+                if len(recs[0]) != 8:
+                    probs.append(f"{where}: first separator is not empty")
+                seps = [_rec_key(r, False) for r in recs]
+                for i in range(1, n):
+                    s = seps[i]
+                    if i > 1 and s <= seps[i - 1]:
+                        probs.append(f"{where} slot {i}: separator {s!r} not above {seps[i - 1]!r}")
+                    if lo is not None and s <= lo or hi is not None and s >= hi:
+                        probs.append(f"{where} slot {i}: separator {s!r} outside ({lo!r}, {hi!r})")
+                children = []
+                for i in range(n):
+                    c_lo = lo if i == 0 else seps[i]
+                    c_hi = hi if i == n - 1 else seps[i + 1]
+                    children.append((U64.unpack_from(recs[i])[0], c_lo, c_hi, level - 1, False))
+                stack.extend(reversed(children))  # leftmost first: leaves come out in key order
+            # the sibling chain must visit exactly these leaves, in this order
+            chain, pid, seen = [], leaves[0] if leaves else 0, set()
+            while pid and pid not in seen and len(chain) <= len(leaves):
+                seen.add(pid)
+                chain.append(pid)
+                with pinned(self.e, pid) as f:
+                    pid = aux_of(f.data) if f.data[3] == LEAF else 0
+            if chain != leaves:
+                probs.append(f"{name}: leaf chain {chain[:8]}... differs from the in-order leaves {leaves[:8]}...")
+            if total != count:
+                probs.append(f"{name}: header counts {count} entries, leaves hold {total}")
+        return probs
+
+
+# ----- logical undo -------------------------------------------------------------------------------
+def _undo_put(engine, tx: Transaction, payload: bytes) -> None:
+    header, start = UNDO_HEAD.unpack_from(payload)
+    had_old, kl = _UNDO_PUT.unpack_from(payload, UNDO_HEAD.size)
+    pos = UNDO_HEAD.size + _UNDO_PUT.size
+    key, old = payload[pos : pos + kl], payload[pos + kl :]
+    tree = BTree(engine, header)
+    if had_old:
+        run_inverse(engine, tx, tree.latch, start, lambda: tree._put(tx, key, old))
+    else:
+        run_inverse(engine, tx, tree.latch, start, lambda: tree._delete(tx, key))
+
+
+def _undo_delete(engine, tx: Transaction, payload: bytes) -> None:
+    header, start = UNDO_HEAD.unpack_from(payload)
+    (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
+    pos = UNDO_HEAD.size + 2
+    key, value = payload[pos : pos + kl], payload[pos + kl :]
+    tree = BTree(engine, header)
+    run_inverse(engine, tx, tree.latch, start, lambda: tree._put(tx, key, value))
+
+
+ops.register(Operation(OP_UNDO_PUT, "btree_undo_put", logical_undo=_undo_put))
+ops.register(Operation(OP_UNDO_DELETE, "btree_undo_delete", logical_undo=_undo_delete))
+
+
+def _check_root(engine, pid: int, pages: set) -> list[str]:
+    try:
+        tree = BTree.open(engine, pid)
+    except ValueError as ex:
+        return [str(ex)]
+    return tree.check(pages)
+
+
+engine_check.register_checker(KIND, _check_root)

@@ -1,0 +1,316 @@
+"""What every structure shares: structure latches, nested top actions, and page helpers.
+
+**The recipe** (Stasis §1.7, §1.8). Slot operations address records by index, so two
+transactions' slot operations on one page do not commute: undoing one of them physically after
+the other shifted the slots would damage the page. Every structure operation that changes pages
+therefore runs as a *nested top action* (NTA) while holding the structure's latch:
+
+1. take the latch (:func:`structure_latch`: one re-entrant lock per structure, keyed by the
+   engine and the structure's header page, so every object opened on the same structure shares
+   it — the logical undo run by recovery reopens the structure and finds the same latch);
+2. ``nta_begin``; do the physical/physiological updates;
+3. ``nta_end(nta, UNDO_OPCODE, payload)`` *before* releasing the latch. From then on the
+   physical records are never undone; if the transaction aborts, the logical undo (delete the
+   key I inserted, ...) runs instead, under the latch again, through the same code path.
+
+:class:`Action` (from :func:`nested_action`) packages this, plus a *savepoint*: if the body
+raises (no space, a full log, a bug) after it logged something, the partial action is rolled
+back at once, still under the latch, so the structure is as it was and the transaction can go
+on or abort safely. Page frees registered during a rolled-back action are forgotten too — the
+pages are back in use.
+
+**Freeing pages** (:func:`free_page`). A page a structure unlinks inside a nested top action is
+garbage from the moment the action closes, whatever becomes of the transaction: the action is
+never undone physically, and logical undos never refer to that page. The allocator frees it when
+the transaction commits (``alloc.free_page``: space freed by an uncommitted transaction is never
+reused). If the transaction aborts instead, those frees would be lost — so the page is also
+remembered, and once the abort has finished a small follow-up transaction frees them all. Only a
+crash between the two leaves such pages allocated but unreferenced (``check_engine(leaks=True)``
+lists them).
+
+**Logical undo payloads** start with ``(header_pid, start_lsn)``. The header pid identifies the
+structure (stable across root splits). ``start_lsn`` is the undo-next of the logical record: the
+inverse closes *itself* with a compensation record pointing there (:func:`run_inverse`) while it
+still holds the latch. Recovery's ``undo_step`` appends the same compensation right after the
+inverse returns, but by then the latch is released and another transaction may have shifted
+slots on the same pages; a crash in that window would undo the inverse's records physically.
+Closing inside the latch leaves no window (the second, identical compensation is harmless).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+
+from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine.ops import Operation
+from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, set_aux
+from traxfs.fs.engine.xact import NestedTopAction, Transaction, TxState
+
+U16 = struct.Struct("<H")
+U64 = struct.Struct("<Q")
+HH = struct.Struct("<HH")
+DIR_START = slotted.DIR_START
+PAGE_CAPACITY = PAGE_SIZE - DIR_START  # bytes of a slotted page for records + their 4-byte slots
+UNDO_HEAD = struct.Struct("<QQ")  # header pid, NTA start LSN: the head of every logical undo payload
+
+# ----- structure latches --------------------------------------------------------------------------
+_latches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_latches_lock = threading.Lock()
+
+
+def structure_latch(engine, header_pid: int) -> threading.RLock:
+    """The latch of the structure whose header is ``header_pid`` in ``engine`` (shared by every
+    object opened on it). Re-entrant: a savepoint rollback may run a logical undo of the same
+    structure while its latch is held."""
+    with _latches_lock:
+        per_engine = _latches.get(engine)
+        if per_engine is None:
+            per_engine = _latches[engine] = {}
+        latch = per_engine.get(header_pid)
+        if latch is None:
+            latch = per_engine[header_pid] = threading.RLock()
+        return latch
+
+
+# ----- nested top actions -------------------------------------------------------------------------
+_garbage: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tx -> pages to free if it aborts
+_garbage_lock = threading.Lock()
+
+
+def free_page(engine, tx: Transaction, pid: int) -> None:
+    """Free a page a structure has just unlinked (see the module docstring)."""
+    engine.alloc.free_page(tx, pid)
+    with _garbage_lock:
+        pages = _garbage.get(tx)
+        if pages is None:
+            pages = _garbage[tx] = []
+            tx.on_abort.append(lambda t: _free_after_abort(engine, t))
+        pages.append(pid)
+
+
+def _free_after_abort(engine, tx: Transaction) -> None:
+    with _garbage_lock:
+        pages = _garbage.pop(tx, None)
+    if not pages or engine.closed:
+        return
+    cleanup = engine.begin()
+    for pid in pages:
+        engine.alloc.free_page(cleanup, pid)
+    engine.commit(cleanup, durable=False)
+
+
+class Action:
+    """An open nested top action of one structure operation (see the module docstring)."""
+
+    __slots__ = ("engine", "tx", "nta", "start_lsn", "_hooks", "_garbage", "ended")
+
+    def __init__(self, engine, tx: Transaction):
+        self.engine, self.tx = engine, tx
+        self.nta = engine.nta_begin(tx)
+        self.start_lsn = self.nta.start_lsn
+        self._hooks = len(tx.pre_commit)
+        with _garbage_lock:
+            self._garbage = len(_garbage.get(tx, ()))
+        self.ended = False
+
+    def forget_frees(self) -> None:
+        """The action is being rolled back: the pages it freed are in use again."""
+        del self.tx.pre_commit[self._hooks :]
+        with _garbage_lock:
+            pages = _garbage.get(self.tx)
+            if pages is not None:
+                del pages[self._garbage :]
+
+    def changed(self) -> bool:
+        return self.tx.last_lsn != self.start_lsn
+
+    def end(self, undo_opcode: int, payload: bytes) -> None:
+        """Close the action with its logical undo (only if it changed anything)."""
+        if self.changed():
+            self.engine.nta_end(self.nta, undo_opcode, payload)
+        self.ended = True
+
+
+def rollback_to(engine, tx: Transaction, start_lsn: int) -> None:
+    """Undo ``tx``'s records after ``start_lsn`` (a savepoint), writing CLRs as abort does."""
+    from traxfs.fs.engine.recovery import undo_step
+
+    state = tx.state
+    engine.log.flush_all()  # undo reads the chain back from the log
+    lsn = tx.last_lsn
+    while lsn > start_lsn:
+        lsn = undo_step(engine, tx, engine.store.read_record(lsn))
+    tx.state = state  # undo_step of a logical record leaves the transaction ABORTING
+
+
+@contextlib.contextmanager
+def nested_action(engine, tx: Transaction, latch) -> Iterator[Action]:
+    """Latch + NTA + savepoint. The body must call ``action.end(...)`` if it changed pages."""
+    tx.require_active()
+    with latch:
+        act = Action(engine, tx)
+        try:
+            yield act
+        except BaseException:
+            if not act.ended:
+                act.forget_frees()  # first: inverses run by the rollback may free pages anew
+                if act.changed():
+                    rollback_to(engine, tx, act.start_lsn)
+            raise
+        if act.changed() and not act.ended:
+            act.forget_frees()
+            rollback_to(engine, tx, act.start_lsn)
+            raise RuntimeError("structure operation changed pages without closing its nested top action")
+
+
+def undo_head(action: Action, header_pid: int) -> bytes:
+    return UNDO_HEAD.pack(header_pid, action.start_lsn)
+
+
+def run_inverse(engine, tx: Transaction, latch, start_lsn: int, fn) -> None:
+    """Run a logical undo's inverse operation under the structure latch and close it with a
+    compensation record that skips the undone nested top action (see the module docstring).
+    The inverse logs no logical undo of its own structure (a structure it uses underneath, like
+    the hash's directory array list, may still close its own nested actions: multilevel)."""
+    state = tx.state
+    tx.state = TxState.ACTIVE  # recovery/abort already did this; savepoint rollbacks too
+    try:
+        with latch:
+            fn()
+            engine.nta_end(NestedTopAction(tx, start_lsn))
+    finally:
+        tx.state = state
+
+
+# ----- page access helpers ------------------------------------------------------------------------
+class pinned:
+    """``with pinned(engine, pid) as frame``: the same pin + latch as ``engine.page(pid)``, as a
+    plain class: the generator-based context manager costs about a third of a page access, and
+    a B+tree lookup makes several."""
+
+    __slots__ = ("buffer", "pid", "f")
+
+    def __init__(self, engine, pid: int):
+        self.buffer, self.pid = engine.buffer, pid
+
+    def __enter__(self):
+        self.f = f = self.buffer.pin(self.pid)
+        f.latch.acquire()
+        return f
+
+    def __exit__(self, *exc) -> None:
+        self.f.latch.release()
+        self.buffer.unpin(self.f)
+
+
+def nslots(buf) -> int:
+    return U16.unpack_from(buf, HEADER_SIZE)[0]
+
+
+def aux_of(buf) -> int:
+    return U64.unpack_from(buf, 24)[0]
+
+
+def lsn_of(buf) -> int:
+    return U64.unpack_from(buf, 16)[0]
+
+
+def write_bytes(engine, tx: Transaction, pid: int, offset: int, new: bytes) -> None:
+    """Physically overwrite ``new`` at ``offset`` (logged with its pre-image), if it differs."""
+    with engine.page(pid) as f:
+        old = bytes(f.data[offset : offset + len(new)])
+        if old != new:
+            engine.update(tx, pid, ops.OP_WRITE, ops.write_payload(offset, old, new))
+
+
+def set_page_aux(engine, tx: Transaction, pid: int, new: int) -> None:
+    with engine.page(pid) as f:
+        old = aux_of(f.data)
+        if old != new:
+            engine.update(tx, pid, ops.OP_SET_AUX, ops.aux_payload(old, new))
+
+
+def records_fit(records: Iterable[bytes]) -> bool:
+    return sum(len(r) + 4 for r in records) <= PAGE_CAPACITY
+
+
+# ----- structure page operations (opcodes 100-109) ------------------------------------------------
+OP_SLOTS_CUT = 100  # delete a run of slots (physiological); undo: paste them back
+OP_SLOTS_PASTE = 101  # insert a run of records at an index; undo: cut them
+OP_FORMAT = 102  # format a freshly allocated page: type, aux, zero body (+ empty slot directory)
+OP_NOOP = 103  # the undo of OP_FORMAT (see below)
+_RUN = struct.Struct("<HH")  # index, record count; then count × (u16 length, bytes)
+_FMT = struct.Struct("<BQB")  # type, aux, slotted?
+
+
+def run_payload(index: int, records: list[bytes]) -> bytes:
+    parts = [_RUN.pack(index, len(records))]
+    for r in records:
+        parts.append(U16.pack(len(r)))
+        parts.append(r)
+    return b"".join(parts)
+
+
+def _run_records(p: bytes) -> tuple[int, list[bytes]]:
+    index, n = _RUN.unpack_from(p)
+    out, pos = [], _RUN.size
+    for _ in range(n):
+        (ln,) = U16.unpack_from(p, pos)
+        out.append(p[pos + 2 : pos + 2 + ln])
+        pos += 2 + ln
+    return index, out
+
+
+def _cut_redo(page: bytearray, p: bytes) -> None:
+    index, recs = _run_records(p)
+    if index + len(recs) > slotted.count(page):
+        raise ValueError(f"slots_cut: slots {index}..{index + len(recs) - 1} beyond {slotted.count(page)}")
+    for j in range(len(recs) - 1, -1, -1):
+        if slotted.delete(page, index + j) != recs[j]:
+            raise ValueError(f"slots_cut: slot {index + j} does not hold the logged record")
+
+
+def _paste_redo(page: bytearray, p: bytes) -> None:
+    index, recs = _run_records(p)
+    for j, r in enumerate(recs):
+        slotted.insert(page, index + j, r)
+
+
+def _format_redo(page: bytearray, p: bytes) -> None:
+    ptype, aux, is_slotted = _FMT.unpack(p)
+    page[HEADER_SIZE:] = bytes(PAGE_SIZE - HEADER_SIZE)
+    page[3] = ptype
+    set_aux(page, aux)
+    if is_slotted:
+        slotted.format_slotted(page)
+
+
+ops.register(Operation(OP_SLOTS_CUT, "slots_cut", _cut_redo, lambda p: (OP_SLOTS_PASTE, p)))
+ops.register(Operation(OP_SLOTS_PASTE, "slots_paste", _paste_redo, lambda p: (OP_SLOTS_CUT, p)))
+# Formatting a page just allocated needs no pre-image (Stasis' logging opt-out: space that no
+# one uses): if the transaction aborts, the allocation's own undo frees the page again, and
+# whatever bytes it holds are garbage either way. A new page costs one small record instead of
+# OP_IMAGE's pre- and post-image (8 KiB). Use it only on pages allocated in the same action.
+ops.register(Operation(OP_FORMAT, "format", _format_redo, lambda p: (OP_NOOP, b"")))
+ops.register(Operation(OP_NOOP, "noop", lambda page, p: None, lambda p: (OP_NOOP, b"")))
+
+
+def new_page(engine, tx: Transaction, ptype: int, aux: int = 0, records: list[bytes] | None = None,
+             is_slotted: bool = True) -> int:
+    """Allocate and format a page (slotted unless told otherwise), optionally with records."""
+    pid = engine.alloc.alloc_region(tx, 1)
+    engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 1 if is_slotted else 0))
+    if records:
+        engine.update(tx, pid, OP_SLOTS_PASTE, run_payload(0, records))
+    return pid
+
+
+def format_pages(engine, tx: Transaction, first: int, count: int, ptype: int, aux: int = 0) -> None:
+    """Format ``count`` pages just allocated with ``alloc_region`` (not slotted: fixed layouts)."""
+    for pid in range(first, first + count):
+        engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 0))
+

@@ -1,0 +1,177 @@
+"""The array list (fs/struct/arraylist.py): doubling page ranges, O(1) get/set, append as a
+nested top action, commit/abort, reopen, unclean shutdown, and ``check()``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from traxfs.fs.engine.check import check_engine
+from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.struct.arraylist import ArrayList
+from traxfs.volume.device import ImageFileDevice, create_image
+
+pytestmark = pytest.mark.timeout(120)
+MiB = 1 << 20
+
+
+def new_engine(path: str) -> Engine:
+    dev = create_image(path, 64 * MiB)
+    Engine.format(dev, log_size=8 * MiB)
+    return Engine.open(dev)
+
+
+@pytest.fixture
+def eng(tmp_path):
+    e = new_engine(str(tmp_path / "engine.img"))
+    yield e
+    if not e.closed:
+        for tx in e.active_transactions():
+            e.abort(tx)
+        e.close()
+
+
+def rec(i: int, size: int = 12) -> bytes:
+    return (b"%d." % i * size)[:size]
+
+
+@pytest.mark.timeout(60)
+def test_append_get_set_len_and_errors(eng):
+    tx = eng.begin()
+    al = ArrayList.create(eng, tx, 12, name="a")
+    assert len(al) == 0
+    for i in range(100):
+        assert al.append(tx, rec(i)) == i
+    al.set(tx, 5, b"x" * 12)
+    eng.commit(tx)
+    assert len(al) == 100 and al[5] == b"x" * 12 and al[6] == rec(6) and al.get(-1) == rec(99)
+    assert list(al)[:3] == [rec(0), rec(1), rec(2)]
+    with pytest.raises(IndexError):
+        al.get(100)
+    with pytest.raises(IndexError):
+        al.set(eng.begin(), 100, b"y" * 12)
+    with pytest.raises(ValueError):
+        al.append(eng.begin(), b"short")
+    with pytest.raises(ValueError):
+        ArrayList.create(eng, eng.begin(), PAGE_SIZE)
+    assert ArrayList.open_named(eng, "a").header == al.header and al.check() == []
+
+
+@pytest.mark.timeout(90)
+def test_ranges_double_and_records_address_in_constant_time(eng):
+    tx = eng.begin()
+    al = ArrayList.create(eng, tx, 100, initial_pages=2, name="big")  # 40 records per page
+    eng.commit(tx)
+    tx = eng.begin()
+    for i in range(6000):  # 150 pages: ranges of 2, 4, 8, 16, 32, 64, 128
+        al.append(tx, rec(i, 100))
+        if i % 1500 == 1499:
+            eng.commit(tx)
+            tx = eng.begin()
+    eng.commit(tx)
+    pages = al.pages()
+    assert len(pages) == 2 + 4 + 8 + 16 + 32 + 64 + 128
+    assert al.check() == []
+    rnd = random.Random(1)
+    for i in rnd.sample(range(6000), 300):
+        assert al.get(i) == rec(i, 100)
+    tx = eng.begin()
+    for i in range(0, 6000, 7):
+        al.set(tx, i, rec(-i, 100))
+    eng.commit(tx)
+    for i in range(0, 6000, 7):
+        assert al.get(i) == rec(-i, 100) and al.get(i + 1 if i + 1 < 6000 else 0) != rec(-i, 100)
+    assert check_engine(eng, leaks=True) == []
+
+
+@pytest.mark.timeout(90)
+def test_abort_reopen_and_unclean_shutdown(tmp_path):
+    path = str(tmp_path / "e.img")
+    eng = new_engine(path)
+    tx = eng.begin()
+    al = ArrayList.create(eng, tx, 8, name="a")
+    for i in range(1000):
+        al.append(tx, rec(i, 8))
+    eng.commit(tx)
+    tx = eng.begin()
+    for i in range(1000, 3000):  # crosses into new ranges inside the aborted transaction
+        al.append(tx, rec(i, 8))
+    for i in range(0, 1000, 3):
+        al.set(tx, i, b"ABORTED!")
+    eng.abort(tx)
+    assert len(al) == 1000 and [al.get(i) for i in range(1000)] == [rec(i, 8) for i in range(1000)]
+    assert al.check() == []
+    eng.close()
+    eng = Engine.open(ImageFileDevice(path))
+    al = ArrayList.open_named(eng, "a")
+    assert len(al) == 1000 and al.get(999) == rec(999, 8)
+    tx = eng.begin()
+    for i in range(1000, 2500):
+        al.append(tx, rec(i, 8))
+    al.set(tx, 3, b"crashed!")
+    eng.checkpoint()
+    al.set(tx, 4, b"crashed!")
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    al = ArrayList.open_named(eng, "a")
+    assert len(al) == 1000 and [al.get(i) for i in range(1000)] == [rec(i, 8) for i in range(1000)]
+    assert al.check() == [] and check_engine(eng) == []
+    eng.close()
+
+
+@pytest.mark.timeout(60)
+def test_sets_of_different_records_on_one_page_commute(eng):
+    """Two transactions set records on the same page; one aborts: the other's survives
+    (physical byte-range undo touches only its own record)."""
+    tx = eng.begin()
+    al = ArrayList.create(eng, tx, 16)
+    for i in range(10):
+        al.append(tx, rec(i, 16))
+    eng.commit(tx)
+    t1, t2 = eng.begin(), eng.begin()
+    al.set(t1, 2, b"1" * 16)
+    al.set(t2, 3, b"2" * 16)
+    al.set(t1, 4, b"1" * 16)
+    eng.abort(t1)
+    eng.commit(t2)
+    assert [al.get(i) for i in (2, 3, 4)] == [rec(2, 16), b"2" * 16, rec(4, 16)]
+
+
+@pytest.mark.timeout(60)
+def test_concurrent_appends_with_aborts(eng):
+    tx = eng.begin()
+    al = ArrayList.create(eng, tx, 8)
+    eng.commit(tx)
+    kept: list[set] = [set() for _ in range(3)]
+    errors = []
+
+    def worker(t: int) -> None:
+        rnd = random.Random(t)
+        try:
+            for r in range(15):
+                tx = eng.begin()
+                vals = {b"%d-%02d-%03d" % (t, r, j) for j in range(40)}
+                for v in sorted(vals):
+                    al.append(tx, v)
+                if rnd.random() < 0.3:
+                    eng.abort(tx)
+                else:
+                    eng.commit(tx)
+                    kept[t] |= vals
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    records = [al.get(i) for i in range(len(al))]
+    live = [r for r in records if r != bytes(8)]
+    assert sorted(live) == sorted(set().union(*kept))  # aborted appends: holes, never values
+    assert al.check() == []
