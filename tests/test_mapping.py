@@ -177,6 +177,28 @@ def test_runs_group_pieces_into_contiguous_device_ios(layout, data):
         assert len(rs) == len({p.pv for p in pieces}) == len({r.pv for r in rs})
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@settings(max_examples=60)
+@given(data=st.data())
+def test_fast_runs_equal_the_reference_mapping(layout, data):
+    """LegMap.runs (what I/O uses) against runs(pieces(...)) (the rule, spelled out): the same
+    device bytes for the same buffer bytes."""
+    lm, offset, length = data.draw(leg_and_range(layout))
+
+    def bytes_of(rs):
+        return sorted((r.pv, dev, buf, n) for r in rs for dev, (buf, n) in
+                      zip(_starts(r), r.parts, strict=True))
+
+    def _starts(r):
+        out, dev = [], r.dev_offset
+        for _, n in r.parts:
+            out.append(dev)
+            dev += n
+        return out
+
+    assert bytes_of(lm.runs(offset, length)) == bytes_of(runs(lm.pieces(offset, length)))
+
+
 def test_pieces_examples_by_hand():
     """A tiny striped leg worked out on paper, so the rule itself is pinned down."""
     seg = Segment(0, 4, [Area("a", 1), Area("b", 0)])  # 2 stripes, 2 extents each

@@ -28,7 +28,6 @@ from traxfs.volume.errors import (
     UsageError,
 )
 from traxfs.volume.label import Label
-from traxfs.volume.layout.mapping import runs
 from traxfs.volume.layout.planner import allocate, stripe_plan
 from traxfs.volume.logical import OpenLogicalVolume
 from traxfs.volume.metadata_area import clear_slots, write_slots
@@ -439,9 +438,9 @@ class VolumeGroup:
         for off in range(0, olv.size, RESYNC_CHUNK):
             n = min(RESYNC_CHUNK, olv.size - off)
             view = memoryview(buf)[:n]
-            olv._run_io(src, runs(olv.legs[src].pieces(off, n)), view, write=False)
+            olv._run_io(src, olv.legs[src].runs(off, n), view, write=False)
             for t in targets:
-                olv._run_io(t, runs(olv.legs[t].pieces(off, n)), view, write=True)
+                olv._run_io(t, olv.legs[t].runs(off, n), view, write=True)
             if progress:
                 progress(off + n, olv.size)
         olv.flush()

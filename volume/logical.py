@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from traxfs.volume.device import SECTOR, Device
 from traxfs.volume.errors import DeviceError, UsageError
-from traxfs.volume.layout.mapping import LegMap, Run, runs
+from traxfs.volume.layout.mapping import LegMap, Run
 from traxfs.volume.model import LogicalVolume, VolumeGroupMeta
 
 
@@ -86,11 +86,13 @@ class OpenLogicalVolume:
             else:
                 dev.readinto(run.dev_offset, views)
 
-        if len(run_list) == 1:
-            one(run_list[0])
-            return
-        for f in [self._pool.submit(one, r) for r in run_list]:
-            f.result()
+        futures = [self._pool.submit(one, r) for r in run_list[1:]]  # the first one runs here
+        try:
+            if run_list:
+                one(run_list[0])
+        finally:
+            for f in futures:
+                f.result()
 
     def readinto(self, offset: int, buf: memoryview) -> None:
         self._check(offset, len(buf))
@@ -101,7 +103,7 @@ class OpenLogicalVolume:
         for attempt in range(len(legs)):
             i = legs[(start + attempt) % len(legs)]
             try:
-                self._run_io(i, runs(self.legs[i].pieces(offset, len(buf))), buf, write=False)
+                self._run_io(i, self.legs[i].runs(offset, len(buf)), buf, write=False)
                 return
             except OSError as e:  # a failing device: try the other side of a mirror
                 self._fail_leg(i, DeviceError(f"{self.vg_name}/{self.name} leg {i}: read failed: {e}"))
@@ -120,7 +122,7 @@ class OpenLogicalVolume:
             raise DeviceError(f"{self.vg_name}/{self.name}: no copy is writable (devices missing)")
         for i in legs:
             try:
-                self._run_io(i, runs(self.legs[i].pieces(offset, len(view))), view, write=True)
+                self._run_io(i, self.legs[i].runs(offset, len(view)), view, write=True)
             except OSError as e:
                 self._fail_leg(i, DeviceError(f"{self.vg_name}/{self.name} leg {i}: write failed: {e}"))
 
@@ -191,7 +193,7 @@ class OpenLogicalVolume:
                 buffers[k] = bytearray(r.length)
                 buf, legs = memoryview(buffers[k]), [read_leg]
             for i in legs:
-                for run in runs(self.legs[i].pieces(r.offset, len(buf))):
+                for run in self.legs[i].runs(r.offset, len(buf)):
                     views = [buf[o : o + n] for o, n in run.parts]
                     per_device.setdefault(run.pv, []).append((run.dev_offset, views, r.is_write))
 

@@ -72,6 +72,37 @@ class LegMap:
             pos += n
         return out
 
+    def runs(self, offset: int, length: int) -> list[Run]:
+        """The per-device runs of [offset, offset+length), built column by column (no object
+        per stripe unit): what I/O uses. Equal to ``runs(self.pieces(...))`` within a segment;
+        runs are not merged across segments."""
+        out: list[Run] = []
+        pos, end = offset, offset + length
+        es, unit = self.extent_size, self.unit
+        while pos < end:
+            seg, seg_start = self.segment_at(pos)
+            seg_end = min(end, seg_start + seg.count * es)
+            if seg.stripes == 1:
+                a = seg.areas[0]
+                out.append(Run(a.pv, self.pe_start[a.pv] + a.pe * es + pos - seg_start, [(pos - offset, seg_end - pos)]))
+                pos = seg_end
+                continue
+            cols: dict[int, Run] = {}
+            rel, rel_end = pos - seg_start, seg_end - seg_start
+            while rel < rel_end:
+                chunk, within = divmod(rel, unit)
+                row, col = divmod(chunk, seg.stripes)
+                n = min(unit - within, rel_end - rel)
+                run = cols.get(col)
+                if run is None:
+                    a = seg.areas[col]
+                    run = cols[col] = Run(a.pv, self.pe_start[a.pv] + a.pe * es + row * unit + within, [])
+                    out.append(run)
+                run.parts.append((seg_start + rel - offset, n))
+                rel += n
+            pos = seg_end
+        return out
+
     def unit_and_width(self, offset: int) -> tuple[int, int]:
         """(stripe unit bytes, stripes) of the segment holding ``offset``."""
         seg, _ = self.segment_at(offset)
