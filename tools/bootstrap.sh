@@ -24,8 +24,12 @@ fi
 stamp=.venv/.traxfs-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
    || [ -n "$(find ext -name '*.pyx' -newer "$stamp" 2>/dev/null)" ]; then
-  echo "bootstrap: installing traxfs into .venv" >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -c 'import traxfs.volume.group, pyfuse3' && touch "$stamp"
+  echo "bootstrap: installing traxfs into .venv (log: .venv/install.log)" >&2
+  if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip setuptools wheel \
+         && .venv/bin/python -m pip install --disable-pip-version-check -e '.[test]'; } > .venv/install.log 2>&1; then
+    tail -40 .venv/install.log >&2
+    echo "bootstrap: pip install failed (full log: .venv/install.log)" >&2
+    exit 1
+  fi
+  .venv/bin/python -c 'import traxfs.volume.group, traxfs.ext.logbuffer, pyfuse3' && touch "$stamp"
 fi
