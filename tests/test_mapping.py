@@ -186,15 +186,21 @@ def test_fast_runs_equal_the_reference_mapping(layout, data):
     lm, offset, length = data.draw(leg_and_range(layout))
 
     def bytes_of(rs):
-        return sorted((r.pv, dev, buf, n) for r in rs for dev, (buf, n) in
-                      zip(_starts(r), r.parts, strict=True))
-
-    def _starts(r):
-        out, dev = [], r.dev_offset
-        for _, n in r.parts:
-            out.append(dev)
-            dev += n
-        return out
+        """(pv, device offset, buffer offset, length) extents, maximally merged."""
+        spans = []
+        for r in rs:
+            dev = r.dev_offset
+            for buf, n in r.parts:
+                spans.append((buf, r.pv, dev, n))
+                dev += n
+        merged: list[list] = []
+        for buf, pv, dev, n in sorted(spans):
+            last = merged[-1] if merged else None
+            if last and last[0] == pv and last[1] + last[3] == dev and last[2] + last[3] == buf:
+                last[3] += n
+            else:
+                merged.append([pv, dev, buf, n])
+        return merged
 
     assert bytes_of(lm.runs(offset, length)) == bytes_of(runs(lm.pieces(offset, length)))
 
