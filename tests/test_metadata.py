@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 
 import crc32c
 import pytest
@@ -97,6 +98,17 @@ def test_damaged_label_copy_0_uses_copy_1(registry, make_pvs):
     finally:
         sd.close()
     assert lv_bytes(registry, "vg") == expected
+    with VolumeGroup.open(registry, "vg", repair=True) as vg:  # reported, then rewritten by repair
+        assert any(f"{victim} label copy 0" in w and "checksum" in w for w in vg.warnings)
+        vg.repair()
+    with VolumeGroup.open(registry, "vg") as vg:
+        assert vg.warnings == []
+    sd = scan_one(victim)
+    try:
+        assert sd.label == good and sd.label_problems == []
+    finally:
+        sd.close()
+    flip_byte(victim, LABEL_OFFSETS[0] + 30)  # damage copy 0 again for what follows
 
     # both label copies damaged: the device cannot be identified; the error names it and why
     flip_byte(victim, LABEL_OFFSETS[1] + 30)
@@ -435,3 +447,13 @@ def test_blank_device_is_named(tmp_path):
         assert sd.label is None and p in sd.error and "no label" in sd.error
     finally:
         sd.close()
+
+
+def test_cloned_device_with_the_same_pv_uuid_is_refused_by_name(registry, make_pvs, tmp_path):
+    paths = make_group(registry, make_pvs)
+    clone = str(tmp_path / "clone.img")
+    shutil.copyfile(paths[0], clone)
+    registry.add(clone)
+    with pytest.raises(MetadataError, match="same PV") as e:
+        VolumeGroup.open(registry, "vg").__enter__()
+    assert paths[0] in str(e.value) and clone in str(e.value)

@@ -27,7 +27,7 @@ from traxfs.volume.errors import (
     StaleDeviceError,
     UsageError,
 )
-from traxfs.volume.label import Label
+from traxfs.volume.label import Label, write_label
 from traxfs.volume.layout.planner import allocate, stripe_plan
 from traxfs.volume.logical import OpenLogicalVolume
 from traxfs.volume.metadata_area import clear_slots, write_slots
@@ -113,7 +113,14 @@ class VolumeGroup:
             raise MetadataError(f"two different volume groups are named {name!r}: {', '.join(sorted(uuids))}")
         best = max(members, key=lambda sd: sd.copy.seq)
         meta = VolumeGroupMeta.from_doc(best.copy.doc, best.path)
-        by_pv = {sd.label.pv_uuid: sd for sd in scanned if sd.label is not None}
+        by_pv: dict[str, ScannedDevice] = {}
+        for sd in scanned:
+            if sd.label is None:
+                continue
+            twin = by_pv.setdefault(sd.label.pv_uuid, sd)
+            if twin is not sd and sd.label.pv_uuid in {p.uuid for p in meta.pvs}:
+                raise MetadataError(f"{twin.path} and {sd.path} carry the same PV {sd.label.pv_uuid} "
+                                    "(a cloned device?); unregister one of them")
         devices: dict[str, Device | None] = {}
         stale: list[str] = []
         warnings: list[str] = []
@@ -141,6 +148,7 @@ class VolumeGroup:
                 problem = f"{sd.path}: stale metadata (sequence {copy.seq}, the group is at {meta.seq})"
             else:
                 warnings.extend(sd.problems)
+                warnings.extend(sd.label_problems)
                 pv.path = sd.path
                 continue
             if not repair:
@@ -197,8 +205,13 @@ class VolumeGroup:
         self.stale = failed
 
     def repair(self) -> list[str]:
-        """Rewrite every present device's copies from the newest; return what was repaired."""
+        """Rewrite every present device's metadata copies from the newest, and both label copies
+        of any device whose label is damaged; return what was repaired."""
         fixed = [self.meta.pv(u).path for u in self.stale] + [w for w in self.warnings if "copy" in w]
+        for sd in self._scanned:
+            if sd.label is not None and sd.label_problems and sd.label.pv_uuid in self.devices:
+                write_label(sd.device, sd.label)
+                sd.label_problems = []
         self.commit()
         return fixed
 

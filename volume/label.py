@@ -86,12 +86,24 @@ def write_label(dev: Device, label: Label) -> None:
 
 def read_label(dev: Device) -> Label:
     """Return the first intact label copy; raise naming every copy's damage if none is intact."""
+    return read_labels(dev)[0]
+
+
+def read_labels(dev: Device) -> tuple[Label, list[str]]:
+    """The first intact label copy and the damage found in the other copies (for repair)."""
     problems = []
+    found = None
     for i, off in enumerate(LABEL_OFFSETS):
         try:
-            return Label.unpack(dev.read(off, 512), f"{dev.path} label copy {i}")
+            label = Label.unpack(dev.read(off, 512), f"{dev.path} label copy {i}")
+            if found is None:
+                found = label
+            elif label != found:
+                problems.append(f"{dev.path} label copy {i}: differs from copy 0")
         except LabelError as e:
             problems.append(str(e))
+    if found is not None:
+        return found, problems
     if all("blank" in p for p in problems):
         raise LabelError(f"{dev.path}: not a traxfs physical volume (no label)")
     raise LabelError("; ".join(problems))

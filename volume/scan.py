@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from traxfs.volume.device import Device, create_image, open_device
 from traxfs.volume.errors import DeviceError, ForeignDeviceError, LabelError, UsageError
-from traxfs.volume.label import Label, new_label, read_label, write_label
+from traxfs.volume.label import Label, new_label, read_labels, write_label
 from traxfs.volume.metadata_area import Copy, SlotState, newest, read_slots, write_slots
 from traxfs.volume.model import Geometry
 from traxfs.volume.registry import Registry
@@ -22,6 +22,7 @@ class ScannedDevice:
     label: Label | None = None
     slots: list[SlotState] = field(default_factory=list)
     error: str | None = None  # why the device or its label could not be read
+    label_problems: list[str] = field(default_factory=list)  # damaged label copies (one is intact)
 
     @property
     def copy(self) -> Copy | None:
@@ -56,7 +57,7 @@ def scan_one(path: str) -> ScannedDevice:
     sd = ScannedDevice(path)
     try:
         sd.device = open_device(path)
-        sd.label = read_label(sd.device)
+        sd.label, sd.label_problems = read_labels(sd.device)
         sd.slots = read_slots(sd.device, sd.label)
     except (DeviceError, LabelError, OSError) as e:
         sd.error = str(e)
