@@ -27,7 +27,7 @@ from traxfs.volume.errors import (
     StaleDeviceError,
     UsageError,
 )
-from traxfs.volume.label import Label, write_label
+from traxfs.volume.label import DATA_OFFSET, Label, write_label
 from traxfs.volume.layout.planner import allocate, stripe_plan
 from traxfs.volume.logical import OpenLogicalVolume
 from traxfs.volume.metadata_area import clear_slots, write_slots
@@ -217,8 +217,9 @@ class VolumeGroup:
 
     # ----- the group itself ---------------------------------------------------------------------
     @staticmethod
-    def _claim(registry: Registry, paths: list[str], taken: set[str]) -> list[ScannedDevice]:
-        """Scan ``paths`` for use in a group: each must be unlabelled or an orphan PV."""
+    def _claim(registry: Registry, paths: list[str], taken: set[str], extent_size: int) -> list[ScannedDevice]:
+        """Scan ``paths`` for use in a group: each must be unlabelled or an orphan PV, and big
+        enough for one extent — all checked before anything is labelled."""
         out = []
         seen: set[str] = set()
         try:
@@ -238,6 +239,9 @@ class VolumeGroup:
                     raise UsageError(f"{path}: given twice")
                 if sd.label is not None:
                     taken.add(sd.label.pv_uuid)
+                data_offset = sd.label.data_offset if sd.label is not None else DATA_OFFSET
+                if (sd.device.size - data_offset) // extent_size < 1:
+                    raise NoSpaceError(f"{path}: {sd.device.size} bytes hold no extent of {extent_size} bytes")
         except BaseException:  # refused: close what was opened (the caller never sees it)
             for sd in out:
                 sd.close()
@@ -245,7 +249,7 @@ class VolumeGroup:
         return out
 
     @staticmethod
-    def _new_pvs(registry: Registry, claimed: list[ScannedDevice], extent_size: int) -> list[ScannedDevice]:
+    def _new_pvs(registry: Registry, claimed: list[ScannedDevice]) -> list[ScannedDevice]:
         """Label the unlabelled devices (implicit ``pv create``) and rescan all of them."""
         out = []
         for sd in claimed:
@@ -255,8 +259,6 @@ class VolumeGroup:
                 sd = scan_one(sd.path)
             else:
                 registry.add(sd.path)
-            if (sd.device.size - sd.label.data_offset) // extent_size < 1:
-                raise NoSpaceError(f"{sd.path}: smaller than one extent of {extent_size} bytes")
             out.append(sd)
         return out
 
@@ -278,9 +280,9 @@ class VolumeGroup:
         if name in list_groups(registry):
             raise UsageError(f"a volume group named {name!r} already exists")
         with registry.lock(f"vg-{name}", f"volume group {name}"):
-            claimed = cls._claim(registry, paths, set())
+            claimed = cls._claim(registry, paths, set(), extent_size)
             try:
-                claimed = cls._new_pvs(registry, claimed, extent_size)
+                claimed = cls._new_pvs(registry, claimed)
                 meta = VolumeGroupMeta(name, str(uuid.uuid4()), 0, extent_size,
                                        [cls._pv_entry(sd, extent_size) for sd in claimed])
                 vg = cls(registry, meta, claimed, {sd.label.pv_uuid: sd.device for sd in claimed}, [], [])
@@ -291,9 +293,9 @@ class VolumeGroup:
 
     def extend(self, paths: list[str]) -> None:
         """Add devices to the group (``vgextend``)."""
-        claimed = self._claim(self.registry, paths, set(self.devices))
+        claimed = self._claim(self.registry, paths, set(self.devices), self.meta.extent_size)
         self._scanned.extend(claimed)
-        claimed = self._new_pvs(self.registry, claimed, self.meta.extent_size)
+        claimed = self._new_pvs(self.registry, claimed)
         self._scanned.extend(claimed)
         for sd in claimed:
             self.meta.pvs.append(self._pv_entry(sd, self.meta.extent_size))
@@ -476,9 +478,9 @@ class VolumeGroup:
         if lost:
             raise UsageError(f"{pv.path} held non-mirrored volume(s) {', '.join(lost)}; remove them first")
         used_end = max((first + n for first, n in self.meta.used()[pv.uuid]), default=0)
-        (sd,) = self._claim(self.registry, [new_path], set(self.devices))
+        (sd,) = self._claim(self.registry, [new_path], set(self.devices), self.meta.extent_size)
         self._scanned.append(sd)
-        (sd,) = self._new_pvs(self.registry, [sd], self.meta.extent_size)
+        (sd,) = self._new_pvs(self.registry, [sd])
         self._scanned.append(sd)
         entry = self._pv_entry(sd, self.meta.extent_size)
         if entry.pe_count < used_end:
