@@ -48,3 +48,8 @@ class KV:
         with self.eng.page(pid) as f:
             old = bytes(f.data[off : off + 8])
             self.eng.update(tx, pid, ops.OP_WRITE, ops.write_payload(off, old, struct.pack("<Q", value)))
+
+
+def tree_key(k: int) -> bytes:
+    """The B+tree key the crash tests mirror key ``k`` under."""
+    return b"key%03d" % k

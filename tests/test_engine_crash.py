@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from kvpages import KV
+from kvpages import KV, tree_key
 
+from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy
+from traxfs.fs.struct.btree import BTree
 from traxfs.volume.device import ImageFileDevice, create_image
 from traxfs.volume.powerloss import PowerLossDevice
 
@@ -63,9 +65,18 @@ class History:
 
 
 def recovered_state(image: str) -> tuple[dict[int, int], Engine]:
+    """The recovered cells, after checking every page and structure and that the B+tree holds
+    exactly the cells' values (both were changed by the same transactions)."""
     eng = Engine.open(ImageFileDevice(image))
+    assert check_engine(eng) == []
     kv = KV(eng, KEYS)
-    return {k: kv.get(k) for k in range(KEYS)}, eng
+    state = {k: kv.get(k) for k in range(KEYS)}
+    tree = BTree.open_named(eng, "crash")
+    if tree is not None:
+        for k, v in state.items():
+            got = tree.get(tree_key(k))
+            assert (int.from_bytes(got, "little") if got else 0) == v, f"key {k}: tree and cells disagree"
+    return state, eng
 
 
 PL_KEYS = 3000  # six pages of cells: with a 4-page buffer, pages are evicted (written) constantly
