@@ -626,3 +626,54 @@ class BTreeMachine(RuleBasedStateMachine):
 BTreeMachine.TestCase.settings = settings(max_examples=12, stateful_step_count=30, deadline=None,
                                           phases=IO_PHASES)
 TestBTreeMachine = BTreeMachine.TestCase
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [0, 1, 3, 500, 30000])
+def test_bulk_create_equals_inserting_one_by_one(eng, n):
+    rnd = random.Random(n)
+    items = {rnd.randbytes(rnd.randint(1, 40)): rnd.randbytes(rnd.randint(0, 200)) for _ in range(n)}
+    tx = eng.begin()
+    tree = BTree.bulk_create(eng, tx, items.items(), "bulk")
+    eng.commit(tx)
+    assert tree.check() == [] and check_engine(eng, leaks=True) == []
+    assert list(tree.items()) == sorted(items.items())
+    tx = eng.begin()  # an ordinary tree afterwards: puts and deletes split and merge its pages
+    for k in list(items)[: min(n // 2, 3000)]:  # one transaction must fit the 8 MiB log
+        tree.delete(tx, k)
+        del items[k]
+    for _ in range(min(n, 2000)):
+        k = rnd.randbytes(8)
+        tree.put(tx, k, b"x")
+        items[k] = b"x"
+    eng.commit(tx)
+    assert tree.check() == [] and list(tree.items()) == sorted(items.items())
+
+
+@pytest.mark.timeout(120)
+def test_bulk_create_is_all_or_nothing(tmp_path):
+    path = str(tmp_path / "engine.img")
+    eng = new_engine(path)
+    items = [(b"%08d" % i, b"v" * 50) for i in range(20000)]
+    tx = eng.begin()  # aborted: no tree, no page left allocated
+    BTree.bulk_create(eng, tx, items, "gone")
+    eng.abort(tx)
+    assert BTree.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
+    tx = eng.begin()  # crash before commit: the same
+    BTree.bulk_create(eng, tx, items, "gone")
+    eng.log.flush_all()
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    assert BTree.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
+    tx = eng.begin()  # committed, then a crash: every entry is there, pages reused from above
+    BTree.bulk_create(eng, tx, items, "kept")
+    eng.commit(tx)
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    tree = BTree.open_named(eng, "kept")
+    assert list(tree.items()) == items and tree.check() == [] and check_engine(eng, leaks=True) == []
+    with pytest.raises(ValueError, match="duplicate key"):
+        BTree.bulk_create(eng, eng.begin(), [(b"a", b""), (b"a", b"")])
+    for tx in eng.active_transactions():
+        eng.abort(tx)
+    eng.close()

@@ -225,6 +225,17 @@ class BufferManager:
                     dpt[f.pid] = min(dpt.get(f.pid, f.rec_lsn), f.rec_lsn)
             return dpt
 
+    def discard(self, pid: int) -> None:
+        """Forget a page's frame without writing it: the caller is about to overwrite the page
+        on the device directly (unlogged bulk data into freshly allocated, hence free, space)."""
+        with self._lock:
+            f = self._frames.get(pid)
+            if f is not None:
+                if f.pins:
+                    raise RuntimeError(f"page {pid} is pinned; it cannot be discarded")
+                del self._frames[pid]
+            self._unflushed.pop(pid, None)
+
     def drop_all(self) -> None:
         """Forget every frame without writing (unclean shutdown: what was not written is lost)."""
         with self._lock:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from traxfs.fs.engine import ops
 from traxfs.fs.engine.logrecord import NO_PAGE, LogCorrupt, LogRecord, RecType
 from traxfs.fs.engine.logstore import FIRST_LSN
-from traxfs.fs.engine.page import set_page_lsn
+from traxfs.fs.engine.page import PageCorrupt, set_page_lsn
 from traxfs.fs.engine.xact import Transaction, TxState
 
 
@@ -40,10 +40,18 @@ class RecoveryReport:
 
 
 def _redo(engine, rec: LogRecord) -> bool:
-    if rec.type == RecType.PAGE_IMAGE:  # never read the page: it may be the torn one
-        f = engine.buffer.pin(rec.page, load=False)
+    if rec.type == RecType.PAGE_IMAGE:
+        # a readable page newer than the image keeps its contents (it may hold unlogged bulk
+        # data written after a reuse); a torn, unreadable page is rebuilt from the image
+        try:
+            f = engine.buffer.pin(rec.page)
+        except PageCorrupt:
+            f = engine.buffer.pin(rec.page, load=False)
+            f.data[:] = bytes(len(f.data))
         try:
             with f.latch:
+                if f.lsn > rec.lsn:
+                    return False
                 f.data[:] = rec.payload.ljust(len(f.data), b"\0")
                 set_page_lsn(f.data, rec.end)
                 engine.buffer.mark_dirty(f, rec.lsn)
