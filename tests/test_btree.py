@@ -639,10 +639,10 @@ def test_bulk_create_equals_inserting_one_by_one(eng, n):
     assert tree.check() == [] and check_engine(eng, leaks=True) == []
     assert list(tree.items()) == sorted(items.items())
     tx = eng.begin()  # an ordinary tree afterwards: puts and deletes split and merge its pages
-    for k in list(items)[: min(n // 2, 3000)]:  # one transaction must fit the 8 MiB log
+    for k in list(items)[: min(n // 2, 1000)]:  # one transaction must fit the 8 MiB log
         tree.delete(tx, k)
         del items[k]
-    for _ in range(min(n, 2000)):
+    for _ in range(min(n, 1000)):
         k = rnd.randbytes(8)
         tree.put(tx, k, b"x")
         items[k] = b"x"

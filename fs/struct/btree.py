@@ -60,7 +60,6 @@ from collections.abc import Iterator
 
 from traxfs.fs.engine import check as engine_check
 from traxfs.fs.engine import ops, slotted
-from traxfs.fs.engine.ops import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.common import (
@@ -71,15 +70,16 @@ from traxfs.fs.struct.common import (
     PAGE_CAPACITY,
     U16,
     U64,
-    UNDO_HEAD,
     aux_of,
     free_page,
     lsn_of,
+    map_undo_delete_payload,
+    map_undo_put_payload,
     nested_action,
     new_page,
     nslots,
     pinned,
-    run_inverse,
+    register_map_undos,
     run_payload,
     set_page_aux,
     structure_latch,
@@ -102,7 +102,6 @@ LEAF, INNER = PageType.BTREE_LEAF, PageType.BTREE_INNER
 
 OP_UNDO_PUT = 110  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 111  # payload: undo head | klen u16 | key | value
-_UNDO_PUT = struct.Struct("<BH")
 
 
 # ----- record codecs and in-page search -----------------------------------------------------------
@@ -458,11 +457,7 @@ class BTree:
         check_sizes(key, value)
         with nested_action(self.e, tx, self.latch) as act:
             old = self._put(tx, key, value)
-            if old is None:
-                payload = _UNDO_PUT.pack(0, len(key)) + key
-            else:
-                payload = _UNDO_PUT.pack(1, len(key)) + key + old
-            act.end(OP_UNDO_PUT, undo_head(act, self.header) + payload)
+            act.end(OP_UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
         return old
 
     insert = put
@@ -473,7 +468,7 @@ class BTree:
         with nested_action(self.e, tx, self.latch) as act:
             old = self._delete(tx, key)
             if old is not None:
-                act.end(OP_UNDO_DELETE, undo_head(act, self.header) + U16.pack(len(key)) + key + old)
+                act.end(OP_UNDO_DELETE, map_undo_delete_payload(undo_head(act, self.header), key, old))
         return old
 
     # The physical work (latch held, inside a nested top action or a logical undo).
@@ -759,29 +754,7 @@ class BTree:
 
 
 # ----- logical undo -------------------------------------------------------------------------------
-def _undo_put(engine, tx: Transaction, payload: bytes) -> None:
-    header, start = UNDO_HEAD.unpack_from(payload)
-    had_old, kl = _UNDO_PUT.unpack_from(payload, UNDO_HEAD.size)
-    pos = UNDO_HEAD.size + _UNDO_PUT.size
-    key, old = payload[pos : pos + kl], payload[pos + kl :]
-    tree = BTree(engine, header)
-    if had_old:
-        run_inverse(engine, tx, tree.latch, start, lambda: tree._put(tx, key, old))
-    else:
-        run_inverse(engine, tx, tree.latch, start, lambda: tree._delete(tx, key))
-
-
-def _undo_delete(engine, tx: Transaction, payload: bytes) -> None:
-    header, start = UNDO_HEAD.unpack_from(payload)
-    (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
-    pos = UNDO_HEAD.size + 2
-    key, value = payload[pos : pos + kl], payload[pos + kl :]
-    tree = BTree(engine, header)
-    run_inverse(engine, tx, tree.latch, start, lambda: tree._put(tx, key, value))
-
-
-ops.register(Operation(OP_UNDO_PUT, "btree_undo_put", logical_undo=_undo_put))
-ops.register(Operation(OP_UNDO_DELETE, "btree_undo_delete", logical_undo=_undo_delete))
+register_map_undos(BTree, OP_UNDO_PUT, OP_UNDO_DELETE, "btree")
 
 
 def _check_root(engine, pid: int, pages: set) -> list[str]:

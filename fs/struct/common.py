@@ -314,3 +314,46 @@ def format_pages(engine, tx: Transaction, first: int, count: int, ptype: int, au
     for pid in range(first, first + count):
         engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 0))
 
+
+
+# ----- logical undo of key → value maps (B+tree, linear hash) -----------------------------------
+_MAP_UNDO_PUT = struct.Struct("<BH")  # had_old, klen
+
+
+def map_undo_put_payload(head: bytes, key: bytes, old: bytes | None) -> bytes:
+    """Undo of a put: put the old value back, or delete the key if there was none."""
+    if old is None:
+        return head + _MAP_UNDO_PUT.pack(0, len(key)) + key
+    return head + _MAP_UNDO_PUT.pack(1, len(key)) + key + old
+
+
+def map_undo_delete_payload(head: bytes, key: bytes, old: bytes) -> bytes:
+    """Undo of a delete: put the deleted value back."""
+    return head + U16.pack(len(key)) + key + old
+
+
+def register_map_undos(cls, put_opcode: int, delete_opcode: int, name: str) -> None:
+    """Register the logical undos of a map class whose objects open as ``cls(engine, header)``
+    and change through ``_put(tx, key, value)`` / ``_delete(tx, key)`` without logging undos."""
+
+    def undo_put(engine, tx: Transaction, payload: bytes) -> None:
+        header, start = UNDO_HEAD.unpack_from(payload)
+        had_old, kl = _MAP_UNDO_PUT.unpack_from(payload, UNDO_HEAD.size)
+        pos = UNDO_HEAD.size + _MAP_UNDO_PUT.size
+        key, old = payload[pos : pos + kl], payload[pos + kl :]
+        m = cls(engine, header)
+        if had_old:
+            run_inverse(engine, tx, m.latch, start, lambda: m._put(tx, key, old))
+        else:
+            run_inverse(engine, tx, m.latch, start, lambda: m._delete(tx, key))
+
+    def undo_delete(engine, tx: Transaction, payload: bytes) -> None:
+        header, start = UNDO_HEAD.unpack_from(payload)
+        (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
+        pos = UNDO_HEAD.size + 2
+        key, value = payload[pos : pos + kl], payload[pos + kl :]
+        m = cls(engine, header)
+        run_inverse(engine, tx, m.latch, start, lambda: m._put(tx, key, value))
+
+    ops.register(Operation(put_opcode, f"{name}_undo_put", logical_undo=undo_put))
+    ops.register(Operation(delete_opcode, f"{name}_undo_delete", logical_undo=undo_delete))

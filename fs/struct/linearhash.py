@@ -35,7 +35,6 @@ import crc32c
 
 from traxfs.fs.engine import check as engine_check
 from traxfs.fs.engine import ops, slotted
-from traxfs.fs.engine.ops import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PageType
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.arraylist import ArrayList
@@ -44,14 +43,15 @@ from traxfs.fs.struct.common import (
     PAGE_CAPACITY,
     U16,
     U64,
-    UNDO_HEAD,
     aux_of,
+    map_undo_delete_payload,
+    map_undo_put_payload,
     nested_action,
     new_page,
     nslots,
     pinned,
     records_fit,
-    run_inverse,
+    register_map_undos,
     set_page_aux,
     structure_latch,
     undo_head,
@@ -74,7 +74,6 @@ _SHAPE = struct.Struct("<II")
 
 OP_UNDO_PUT = 120  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 121  # payload: undo head | klen u16 | key | value
-_UNDO_PUT = struct.Struct("<BH")
 
 
 def key_hash(key: bytes) -> int:
@@ -230,11 +229,7 @@ class LinearHash:
         _check_sizes(key, value)
         with nested_action(self.e, tx, self.latch) as act:
             old = self._put(tx, key, value)
-            head = undo_head(act, self.header)
-            if old is None:
-                act.end(OP_UNDO_PUT, head + _UNDO_PUT.pack(0, len(key)) + key)
-            else:
-                act.end(OP_UNDO_PUT, head + _UNDO_PUT.pack(1, len(key)) + key + old)
+            act.end(OP_UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
         return old
 
     insert = put
@@ -245,7 +240,7 @@ class LinearHash:
         with nested_action(self.e, tx, self.latch) as act:
             old = self._delete(tx, key)
             if old is not None:
-                act.end(OP_UNDO_DELETE, undo_head(act, self.header) + U16.pack(len(key)) + key + old)
+                act.end(OP_UNDO_DELETE, map_undo_delete_payload(undo_head(act, self.header), key, old))
         return old
 
     def _header(self) -> tuple[int, int, int, int]:
@@ -405,29 +400,7 @@ class LinearHash:
 
 
 # ----- logical undo -------------------------------------------------------------------------------
-def _undo_put(engine, tx: Transaction, payload: bytes) -> None:
-    header, start = UNDO_HEAD.unpack_from(payload)
-    had_old, kl = _UNDO_PUT.unpack_from(payload, UNDO_HEAD.size)
-    pos = UNDO_HEAD.size + _UNDO_PUT.size
-    key, old = payload[pos : pos + kl], payload[pos + kl :]
-    h = LinearHash(engine, header)
-    if had_old:
-        run_inverse(engine, tx, h.latch, start, lambda: h._put(tx, key, old))
-    else:
-        run_inverse(engine, tx, h.latch, start, lambda: h._delete(tx, key))
-
-
-def _undo_delete(engine, tx: Transaction, payload: bytes) -> None:
-    header, start = UNDO_HEAD.unpack_from(payload)
-    (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
-    pos = UNDO_HEAD.size + 2
-    key, value = payload[pos : pos + kl], payload[pos + kl :]
-    h = LinearHash(engine, header)
-    run_inverse(engine, tx, h.latch, start, lambda: h._put(tx, key, value))
-
-
-ops.register(Operation(OP_UNDO_PUT, "hash_undo_put", logical_undo=_undo_put))
-ops.register(Operation(OP_UNDO_DELETE, "hash_undo_delete", logical_undo=_undo_delete))
+register_map_undos(LinearHash, OP_UNDO_PUT, OP_UNDO_DELETE, "hash")
 
 
 def _check_root(engine, pid: int, pages: set) -> list[str]:
