@@ -96,7 +96,7 @@ def test_recovery_survives_a_crash_during_recovery(engine):
     assert eng.recovery.undone >= 50
     eng.unclean_shutdown()
     eng = Engine.open(engine.dev)
-    assert eng.recovery.losers == []  # the first recovery's END records finished the loser
+    assert eng.recovery.losers == []  # the first recovery's END record finished the loser
     kv = KV(eng, 50)
     assert all(kv.get(k) == 0 for k in range(50))
     eng.close()
@@ -208,15 +208,15 @@ def test_corrupted_log_tail_ends_the_log_and_is_reported(engine):
     tx = engine.begin()
     kv.put(tx, 2, 22)
     engine.commit(tx)
-    engine.log.flush_all()  # the END record too
+    engine.log.flush_all()
     last = engine.log.durable_lsn
     engine.unclean_shutdown()
-    # damage the last committed transaction's END record (the final record of the log)
+    # damage the last record of the log: the second transaction's COMMIT record
     store = engine.store
     store.write(last - 8, b"\xde\xad\xbe\xef\xde\xad\xbe\xef")
     store.sync()
     eng = Engine.open(engine.dev)
-    assert "checksum mismatch" in eng.recovery.log_end
+    assert "checksum mismatch" in eng.recovery.log_end  # reported, and where
     kv = KV(eng, 10)
-    assert kv.get(1) == 11 and kv.get(2) == 22  # the COMMIT record itself is intact
+    assert kv.get(1) == 11 and kv.get(2) == 0  # a damaged commit record means: not committed
     eng.close()

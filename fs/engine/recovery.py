@@ -35,7 +35,6 @@ class RecoveryReport:
     redone: int = 0
     losers: list[int] = field(default_factory=list)
     undone: int = 0
-    committed_unended: int = 0
     log_end: str = ""  # why the log ends where it does (a torn tail after a crash is normal)
 
 
@@ -128,7 +127,7 @@ def recover(engine) -> RecoveryReport:
             for x, (first, last, state) in doc["xacts"].items():
                 # the snapshot was taken after BEGIN_CHECKPOINT: whatever the scan has already
                 # seen of a transaction (records, its COMMIT, its END) is newer than the row
-                if int(x) in ended or state == "ended":
+                if int(x) in ended or state in ("ended", "committed"):
                     continue
                 t = xacts.setdefault(int(x), [first, last, state])
                 t[0] = min(t[0], first)
@@ -140,13 +139,11 @@ def recover(engine) -> RecoveryReport:
             max_xid = max(max_xid, rec.xid)
             t = xacts.setdefault(rec.xid, [rec.lsn, rec.lsn, "active"])
             t[1] = rec.lsn
-            if rec.type == RecType.COMMIT:
-                t[2] = "committed"
-            elif rec.type == RecType.ABORT:
-                t[2] = "aborting"
-            elif rec.type == RecType.END:
+            if rec.type in (RecType.COMMIT, RecType.END):  # a commit needs no END record
                 del xacts[rec.xid]
                 ended.add(rec.xid)
+            elif rec.type == RecType.ABORT:
+                t[2] = "aborting"
         if rec.type in (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE) and rec.page != NO_PAGE:
             dpt.setdefault(rec.page, rec.lsn)
     rep.log_end = store.scan_stop
@@ -167,10 +164,6 @@ def recover(engine) -> RecoveryReport:
     losers: dict[int, Transaction] = {}
     for xid, (first, last, state) in xacts.items():
         tx = Transaction(xid, first_lsn=first, last_lsn=last)
-        if state == "committed":
-            engine._append(tx, RecType.END)
-            rep.committed_unended += 1
-            continue
         tx.state = TxState.ABORTING
         if state == "active":
             engine._append(tx, RecType.ABORT)
