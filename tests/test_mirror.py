@@ -133,8 +133,11 @@ def test_degraded_then_replace_and_resync(mirror, tmp_path):
     fresh = str(tmp_path / "fresh.img")
     create_image(fresh, 16 * MiB).close()
     with VolumeGroup.open(registry, VG, partial=True) as vg:
-        assert vg.open_lv(LV).read(0, LV_SIZE) == shadow  # still degraded after a reopen
+        before = vg.open_lv(LV)
+        assert before.read(0, LV_SIZE) == shadow  # still degraded after a reopen
         assert vg.replace_pv(gone, fresh) == [LV]
+        degraded_writes(before, shadow, seed=8)  # a volume open across the replacement keeps working
+        assert before.read(0, LV_SIZE) == shadow
         assert gone not in {p.path for p in vg.meta.pvs} and fresh in {p.path for p in vg.meta.pvs}
         assert vg.meta.lv(LV).legs[1].state == "stale"
         copied = vg.resync_lv(LV)

@@ -389,6 +389,9 @@ class VolumeGroup:
             leg.segments.extend(segs)
         lv.extents = extents
         self.commit()
+        for olv in self._open_lvs:
+            if olv.meta is lv:
+                olv.remap(self.meta)
         return lv
 
     def _require_lv_complete(self, lv: LogicalVolume, what: str) -> None:
@@ -500,4 +503,6 @@ class VolumeGroup:
         del self.devices[pv.uuid]
         self.devices[entry.uuid] = sd.device
         self.commit()
+        for olv in self._open_lvs:  # volumes open in this process now map to the new device
+            olv.remap(self.meta)
         return sorted(set(touched))

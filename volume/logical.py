@@ -43,14 +43,18 @@ class OpenLogicalVolume:
                  on_leg_failure: Callable[[int, Exception], None] | None = None):
         self.vg_name, self.name, self.meta = vg.name, lv.name, lv
         self.devices = devices
-        pe_start = {p.uuid: p.pe_start for p in vg.pvs}
-        self.legs = [LegMap(leg.segments, vg.extent_size, lv.stripe_unit, pe_start) for leg in lv.legs]
-        self.size = lv.extents * vg.extent_size
+        self.remap(vg)
         self._on_leg_failure = on_leg_failure
         self._rr = itertools.count()
         self._state_lock = threading.Lock()
         n_dev = max(1, len(lv.pvs()))
         self._pool = ThreadPoolExecutor(max_workers=min(n_dev, 16), thread_name_prefix=f"lv-{lv.name}")
+
+    def remap(self, vg: VolumeGroupMeta) -> None:
+        """Rebuild the mapping from the group's document (after extend or a replaced device)."""
+        pe_start = {p.uuid: p.pe_start for p in vg.pvs}
+        self.legs = [LegMap(leg.segments, vg.extent_size, self.meta.stripe_unit, pe_start) for leg in self.meta.legs]
+        self.size = self.meta.extents * vg.extent_size
 
     # ----- which legs may serve I/O -------------------------------------------------------------
     def _leg_present(self, i: int) -> bool:
