@@ -1,8 +1,8 @@
 """Child process for the SIGKILL crash test: runs random transactions until it is killed.
 
 Usage: python engine_child.py IMAGE SEED FIRST_VALUE KEYS THREADS
-Each transaction writes its value to its keys' page cells and to a B+tree (nested top actions
-with logical undo), so recovery must keep the two structures in step.
+Each transaction writes its value to its keys' page cells, a B+tree and a linear hash (nested
+top actions with logical undo), so recovery must keep the three structures in step.
 Prints, flushed, one line per event:  "B <value> <k1,k2,..>" before a transaction commits or
 aborts (its intent), "C <value>" after a durable commit returned, "A <value>" after an abort
 returned. Values are unique and increase over time, so the parent can check what recovery kept.
@@ -24,6 +24,7 @@ from traxfs.fs.engine.engine import Engine  # noqa: E402
 from traxfs.fs.engine.locks import Deadlock  # noqa: E402
 from traxfs.fs.engine.logmanager import GroupCommitPolicy  # noqa: E402
 from traxfs.fs.struct.btree import BTree  # noqa: E402
+from traxfs.fs.struct.linearhash import LinearHash  # noqa: E402
 from traxfs.volume.device import ImageFileDevice  # noqa: E402
 
 
@@ -33,10 +34,10 @@ def main() -> None:
     eng = Engine.open(ImageFileDevice(image), buffer_pages=24, log_buffer=os.environ.get("TRAX_LOG_BUFFER", "cd"),
                       policy=GroupCommitPolicy(max_commits=4, max_delay=0.001))
     kv = KV(eng, keys)
-    tree = BTree.open_named(eng, "crash")
+    tree, table = BTree.open_named(eng, "crash"), LinearHash.open_named(eng, "crash")
     if tree is None:
         tx = eng.begin()
-        tree = BTree.create(eng, tx, "crash")
+        tree, table = BTree.create(eng, tx, "crash"), LinearHash.create(eng, tx, "crash")
         eng.commit(tx)
     counter = itertools.count(first)
     out_lock = threading.Lock()
@@ -62,6 +63,7 @@ def main() -> None:
             for k in ks:  # the same value in a page cell and in a B+tree: atomic across structures
                 kv.put(tx, k, value)
                 tree.put(tx, tree_key(k), value.to_bytes(8, "little"))
+                table.put(tx, tree_key(k), value.to_bytes(8, "little"))
                 tree.put(tx, b"%03d-%d" % (k, value % 40), bytes(120))  # growth: splits under load
             say(f"B {value} {','.join(map(str, ks))}")
             if rng.random() < 0.2:

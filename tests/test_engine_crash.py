@@ -22,6 +22,7 @@ from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy
 from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.linearhash import LinearHash
 from traxfs.volume.device import ImageFileDevice, create_image
 from traxfs.volume.powerloss import PowerLossDevice
 
@@ -66,16 +67,16 @@ class History:
 
 def recovered_state(image: str) -> tuple[dict[int, int], Engine]:
     """The recovered cells, after checking every page and structure and that the B+tree holds
-    exactly the cells' values (both were changed by the same transactions)."""
+    and the linear hash hold exactly the cells' values (all were changed by the same transactions)."""
     eng = Engine.open(ImageFileDevice(image))
     assert check_engine(eng) == []
     kv = KV(eng, KEYS)
     state = {k: kv.get(k) for k in range(KEYS)}
-    tree = BTree.open_named(eng, "crash")
-    if tree is not None:
-        for k, v in state.items():
-            got = tree.get(tree_key(k))
-            assert (int.from_bytes(got, "little") if got else 0) == v, f"key {k}: tree and cells disagree"
+    for kind, s in (("B+tree", BTree.open_named(eng, "crash")), ("hash", LinearHash.open_named(eng, "crash"))):
+        if s is not None:
+            for k, v in state.items():
+                got = s.get(tree_key(k))
+                assert (int.from_bytes(got, "little") if got else 0) == v, f"key {k}: {kind} and cells disagree"
     return state, eng
 
 
@@ -130,11 +131,17 @@ def test_power_loss_drops_reorders_and_tears(tmp_path, sector):
         dev = PowerLossDevice(inner, seed=it)
         eng = Engine.open(dev, buffer_pages=4, policy=GroupCommitPolicy(max_commits=2, max_delay=0.0005))
         kv = KV(eng, PL_KEYS)
+        tree = BTree.open_named(eng, "pl")
+        if tree is None:
+            tx = eng.begin()
+            tree = BTree.create(eng, tx, "pl")
+            eng.commit(tx)
         for _ in range(rng.randint(1, 40)):
             ks = sorted(rng.sample(range(PL_KEYS), rng.randint(1, 5)))
             tx = eng.begin()
             for k in ks:
                 kv.put(tx, k, value)
+                tree.put(tx, tree_key(k), value.to_bytes(8, "little"))
             hist.feed(f"B {value} {','.join(map(str, ks))}")
             if rng.random() < 0.2:
                 eng.abort(tx)
@@ -151,7 +158,13 @@ def test_power_loss_drops_reorders_and_tears(tmp_path, sector):
         torn += dev.stats["torn"]
         eng.unclean_shutdown()
         eng = Engine.open(inner)
+        assert check_engine(eng) == []
         kv = KV(eng, PL_KEYS)
-        hist.check({k: kv.get(k) for k in range(PL_KEYS)})
+        state = {k: kv.get(k) for k in range(PL_KEYS)}
+        hist.check(state)
+        tree = BTree.open_named(eng, "pl")
+        if tree is not None:
+            stored = {int(key[3:]): int.from_bytes(v, "little") for key, v in tree.items()}
+            assert stored == {k: v for k, v in state.items() if v}, "B+tree and cells disagree"
         eng.close()
     assert len(hist.committed) > 500 and torn > 20
