@@ -158,13 +158,18 @@ def test_power_loss_drops_reorders_and_tears(tmp_path, sector):
         torn += dev.stats["torn"]
         eng.unclean_shutdown()
         eng = Engine.open(inner)
-        assert check_engine(eng) == []
+        where = f"iteration {it}, {dev.stats}, recovery: {eng.recovery}"  # for a failure's message
+        assert check_engine(eng) == [], where
         kv = KV(eng, PL_KEYS)
         state = {k: kv.get(k) for k in range(PL_KEYS)}
-        hist.check(state)
+        try:
+            hist.check(state)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; {where}") from None
         tree = BTree.open_named(eng, "pl")
         if tree is not None:
             stored = {int(key[3:]): int.from_bytes(v, "little") for key, v in tree.items()}
-            assert stored == {k: v for k, v in state.items() if v}, "B+tree and cells disagree"
+            want = {k: v for k, v in state.items() if v}
+            assert stored == want, f"B+tree and cells disagree on {sorted(set(stored.items()) ^ set(want.items()))[:6]}; {where}"
         eng.close()
     assert len(hist.committed) > 500 and torn > 20

@@ -16,16 +16,14 @@ record, run the operation's redo as the forward action, stamp the page LSN, mark
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import struct
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 
 from traxfs.fs.engine import ops, slotted
-from traxfs.fs.engine.buffer import BufferManager, Frame
+from traxfs.fs.engine.buffer import BufferManager, Frame, PinnedPage
 from traxfs.fs.engine.locks import LockManager, X
 from traxfs.fs.engine.logmanager import Durability, GroupCommitPolicy, LogManager
 from traxfs.fs.engine.logrecord import NO_PAGE, RecType
@@ -185,15 +183,10 @@ class Engine:
         tx.require_active()
         return self.apply(tx, pid, opcode, payload)
 
-    @contextlib.contextmanager
-    def page(self, pid: int) -> Iterator[Frame]:
-        """Pin and latch a page for reading (or for a sequence of updates that must be atomic)."""
-        f = self.buffer.pin(pid)
-        try:
-            with f.latch:
-                yield f
-        finally:
-            self.buffer.unpin(f)
+    def page(self, pid: int) -> PinnedPage:
+        """``with engine.page(pid) as frame``: pin and latch a page for reading (or for a
+        sequence of updates that must be atomic)."""
+        return PinnedPage(self.buffer, pid)
 
     def nta_begin(self, tx: Transaction) -> NestedTopAction:
         tx.require_active()

@@ -46,6 +46,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 
 from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine.buffer import PinnedPage
 from traxfs.fs.engine.ops import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, set_aux
 from traxfs.fs.engine.xact import NestedTopAction, Transaction, TxState
@@ -187,24 +188,9 @@ def run_inverse(engine, tx: Transaction, latch, start_lsn: int, fn) -> None:
 
 
 # ----- page access helpers ------------------------------------------------------------------------
-class pinned:
-    """``with pinned(engine, pid) as frame``: the same pin + latch as ``engine.page(pid)``, as a
-    plain class: the generator-based context manager costs about a third of a page access, and
-    a B+tree lookup makes several."""
-
-    __slots__ = ("buffer", "pid", "f")
-
-    def __init__(self, engine, pid: int):
-        self.buffer, self.pid = engine.buffer, pid
-
-    def __enter__(self):
-        self.f = f = self.buffer.pin(self.pid)
-        f.latch.acquire()
-        return f
-
-    def __exit__(self, *exc) -> None:
-        self.f.latch.release()
-        self.buffer.unpin(self.f)
+def pinned(engine, pid: int) -> PinnedPage:
+    """``with pinned(engine, pid) as frame``: ``engine.page(pid)``."""
+    return PinnedPage(engine.buffer, pid)
 
 
 def nslots(buf) -> int:
