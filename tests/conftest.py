@@ -146,3 +146,26 @@ def write_at(path: str, offset: int, data: bytes) -> None:
 def flip_byte(path: str, offset: int) -> None:
     b = read_at(path, offset, 1)
     write_at(path, offset, bytes([b[0] ^ 0x5A]))
+
+
+# ----- engines for the structure tests ---------------------------------------------------------
+def new_engine(path: str, **kw):
+    """A fresh engine on a 96 MiB image with a 32 MiB log: one transaction must fit in the log,
+    and the stateful tests draw transactions of thousands of operations."""
+    from traxfs.fs.engine.engine import Engine
+    from traxfs.volume.device import create_image
+
+    dev = create_image(path, 96 * MiB)
+    Engine.format(dev, log_size=32 * MiB)
+    return Engine.open(dev, **kw)
+
+
+@pytest.fixture
+def eng(tmp_path):
+    """An open engine, aborted-and-closed after the test whatever state it was left in."""
+    e = new_engine(str(tmp_path / "engine.img"))
+    yield e
+    if not e.closed:
+        for tx in e.active_transactions():
+            e.abort(tx)
+        e.close()

@@ -8,31 +8,16 @@ import random
 import threading
 
 import pytest
+from conftest import new_engine
 
 from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.struct.arraylist import ArrayList
-from traxfs.volume.device import ImageFileDevice, create_image
+from traxfs.volume.device import ImageFileDevice
 
 pytestmark = pytest.mark.timeout(120)
 MiB = 1 << 20
-
-
-def new_engine(path: str) -> Engine:
-    dev = create_image(path, 64 * MiB)
-    Engine.format(dev, log_size=8 * MiB)
-    return Engine.open(dev)
-
-
-@pytest.fixture
-def eng(tmp_path):
-    e = new_engine(str(tmp_path / "engine.img"))
-    yield e
-    if not e.closed:
-        for tx in e.active_transactions():
-            e.abort(tx)
-        e.close()
 
 
 def rec(i: int, size: int = 12) -> bytes:

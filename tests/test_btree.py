@@ -13,7 +13,7 @@ import tempfile
 import threading
 
 import pytest
-from conftest import IO_PHASES
+from conftest import IO_PHASES, new_engine
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -28,12 +28,6 @@ from traxfs.volume.device import ImageFileDevice, create_image
 
 pytestmark = pytest.mark.timeout(240)
 MiB = 1 << 20
-
-
-def new_engine(path: str, **kw) -> Engine:
-    dev = create_image(path, 64 * MiB)
-    Engine.format(dev, log_size=8 * MiB)
-    return Engine.open(dev, **kw)
 
 
 def snapshot(eng: Engine, dst: str) -> None:
@@ -52,16 +46,6 @@ def assert_healthy(eng: Engine, tree: BTree, model: dict) -> None:
     assert tree.check() == []
     assert list(tree.items()) == sorted(model.items())
     assert len(tree) == len(model)
-
-
-@pytest.fixture
-def eng(tmp_path):
-    e = new_engine(str(tmp_path / "engine.img"))
-    yield e
-    if not e.closed:
-        for tx in e.active_transactions():
-            e.abort(tx)
-        e.close()
 
 
 def make_tree(eng: Engine, name: str = "t") -> BTree:
@@ -504,7 +488,7 @@ class BTreeMachine(RuleBasedStateMachine):
     def _begin(self, work: int = 0):
         """The open transaction (one is begun if needed). ``work``: about the bytes of log
         the caller is going to write; past ~2 MiB the transaction is committed first — one
-        transaction may not outgrow the 8 MiB log (the engine refuses with LogFull)."""
+        transaction may not outgrow the log (the engine refuses with LogFull)."""
         if self.tx is not None and self.work + work > 2 * MiB:
             self.commit()
         if self.tx is None:
@@ -639,7 +623,7 @@ def test_bulk_create_equals_inserting_one_by_one(eng, n):
     assert tree.check() == [] and check_engine(eng, leaks=True) == []
     assert list(tree.items()) == sorted(items.items())
     tx = eng.begin()  # an ordinary tree afterwards: puts and deletes split and merge its pages
-    for k in list(items)[: min(n // 2, 1000)]:  # one transaction must fit the 8 MiB log
+    for k in list(items)[: min(n // 2, 1000)]:  # one transaction must fit the log
         tree.delete(tx, k)
         del items[k]
     for _ in range(min(n, 1000)):

@@ -12,7 +12,7 @@ import tempfile
 import threading
 
 import pytest
-from conftest import IO_PHASES
+from conftest import IO_PHASES, new_engine
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -24,12 +24,6 @@ from traxfs.volume.device import ImageFileDevice, create_image
 
 pytestmark = pytest.mark.timeout(240)
 MiB = 1 << 20
-
-
-def new_engine(path: str) -> Engine:
-    dev = create_image(path, 64 * MiB)
-    Engine.format(dev, log_size=8 * MiB)
-    return Engine.open(dev)
 
 
 def snapshot(eng: Engine, dst: str) -> None:
@@ -48,16 +42,6 @@ def assert_healthy(h: LinearHash, model: dict) -> None:
     got = list(h.items())
     assert len(got) == len(model) == len(h)
     assert dict(got) == model
-
-
-@pytest.fixture
-def eng(tmp_path):
-    e = new_engine(str(tmp_path / "engine.img"))
-    yield e
-    if not e.closed:
-        for tx in e.active_transactions():
-            e.abort(tx)
-        e.close()
 
 
 def make_hash(eng: Engine, name: str = "h") -> LinearHash:
@@ -289,7 +273,7 @@ class HashMachine(RuleBasedStateMachine):
     def _begin(self, work: int = 0):
         """The open transaction (one is begun if needed). ``work``: about the bytes of log
         the caller is going to write; past ~2 MiB the transaction is committed first — one
-        transaction may not outgrow the 8 MiB log (the engine refuses with LogFull)."""
+        transaction may not outgrow the log (the engine refuses with LogFull)."""
         if self.tx is not None and self.work + work > 2 * MiB:
             self.commit()
         if self.tx is None:

@@ -7,30 +7,15 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import new_engine
 
 from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.struct.linkedlist import MAX_RECORD, LinkedList
-from traxfs.volume.device import ImageFileDevice, create_image
+from traxfs.volume.device import ImageFileDevice
 
 pytestmark = pytest.mark.timeout(120)
 MiB = 1 << 20
-
-
-def new_engine(path: str) -> Engine:
-    dev = create_image(path, 64 * MiB)
-    Engine.format(dev, log_size=8 * MiB)
-    return Engine.open(dev)
-
-
-@pytest.fixture
-def eng(tmp_path):
-    e = new_engine(str(tmp_path / "engine.img"))
-    yield e
-    if not e.closed:
-        for tx in e.active_transactions():
-            e.abort(tx)
-        e.close()
 
 
 def make_list(eng: Engine, name: str = "l") -> LinkedList:
