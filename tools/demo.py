@@ -93,7 +93,7 @@ def run_demo(workdir: str, size: int = 256 << 20, as_json: bool = False) -> dict
         with Exposed(home, f"demo/{name}") as path:
             n = str(olv.size)
             common = [f"--filename={path}", f"--size={n}", "--ioengine=psync", "--direct=1"]
-            v = _fio(["--name=verify", *common, "--rw=write", "--bs=256k", "--verify=crc32c",
+            v = _fio(["--name=verify", *common, "--rw=write", "--bs=256k", "--verify=crc32c", "--verify_state_save=0",
                       "--do_verify=1", "--verify_fatal=1"])
             entry["verify_errors"] = v["jobs"][0].get("error", 0)
             w = _fio(["--name=seqwrite", *common, "--rw=write", "--bs=1M", "--end_fsync=1"])
