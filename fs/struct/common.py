@@ -48,7 +48,7 @@ from collections.abc import Iterable, Iterator
 from traxfs.fs.engine import ops, slotted
 from traxfs.fs.engine.buffer import PinnedPage
 from traxfs.fs.engine.ops import Operation
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, set_aux
+from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
 from traxfs.fs.engine.xact import NestedTopAction, Transaction, TxState
 
 U16 = struct.Struct("<H")
@@ -191,6 +191,23 @@ def run_inverse(engine, tx: Transaction, latch, start_lsn: int, fn) -> None:
 def pinned(engine, pid: int) -> PinnedPage:
     """``with pinned(engine, pid) as frame``: ``engine.page(pid)``."""
     return PinnedPage(engine.buffer, pid)
+
+
+def claim_checked_page(engine, pid: int, own: set, where: str, probs: list[str]) -> bytes | None:
+    """One step of a structure check walking a page chain: the page must be reached once,
+    allocated and slotted. Returns its bytes, or None (problem recorded) when the walk must stop."""
+    if pid in own:
+        probs.append(f"{where}: reached twice")
+        return None
+    own.add(pid)
+    if not engine.alloc.is_allocated(pid):
+        probs.append(f"{where}: not allocated")
+    with pinned(engine, pid) as f:
+        buf = bytes(f.data)
+    if buf[3] != PageType.SLOTTED:
+        probs.append(f"{where}: type {buf[3]}")
+        return None
+    return buf
 
 
 def nslots(buf) -> int:

@@ -44,6 +44,7 @@ from traxfs.fs.struct.common import (
     U16,
     U64,
     aux_of,
+    claim_checked_page,
     map_undo_delete_payload,
     map_undo_put_payload,
     nested_action,
@@ -369,16 +370,8 @@ class LinearHash:
                     probs.append(f"{name}: bucket {b} has no page")
                 while pid:
                     where = f"{name} bucket {b} page {pid}"
-                    if pid in own:
-                        probs.append(f"{where}: reached twice")
-                        break
-                    own.add(pid)
-                    if not self.e.alloc.is_allocated(pid):
-                        probs.append(f"{where}: not allocated")
-                    with pinned(self.e, pid) as f:
-                        buf = bytes(f.data)
-                    if buf[3] != PageType.SLOTTED:
-                        probs.append(f"{where}: type {buf[3]}")
+                    buf = claim_checked_page(self.e, pid, own, where, probs)
+                    if buf is None:
                         break
                     for i, rec in enumerate(slotted.records(buf)):
                         if len(rec) < 2 or U16.unpack_from(rec)[0] > len(rec) - 2:

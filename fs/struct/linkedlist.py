@@ -37,6 +37,7 @@ from traxfs.fs.struct.common import (
     U64,
     UNDO_HEAD,
     aux_of,
+    claim_checked_page,
     free_page,
     lsn_of,
     nested_action,
@@ -298,16 +299,8 @@ class LinkedList:
             total, pid, last, nodes = 0, head, 0, 0
             while pid:
                 where = f"{name} page {pid}"
-                if pid in own:
-                    probs.append(f"{where}: reached twice")
-                    break
-                own.add(pid)
-                if not self.e.alloc.is_allocated(pid):
-                    probs.append(f"{where}: not allocated")
-                with pinned(self.e, pid) as f:
-                    buf = bytes(f.data)
-                if buf[3] != PageType.SLOTTED:
-                    probs.append(f"{where}: type {buf[3]}")
+                buf = claim_checked_page(self.e, pid, own, where, probs)
+                if buf is None:
                     break
                 recs = slotted.records(buf)
                 if not recs and (pid != head or pid != tail):
