@@ -365,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--partial", action="store_true", help="run a mirror degraded if a device is missing")
     q.add_argument("--allow-other", action="store_true", help="let other users reach the file")
 
+    from traxfs.tools.fs_commands import add_parsers
+
+    add_parsers(top, sub, _size)
+
     q = sub(top, "demo", cmd_demo, "the main job: volumes on image files, fio through them, a report")
     q.add_argument("--workdir", default="work", help="folder for the image files (default ./work)")
     q.add_argument("--size", type=_size, default=256 << 20, help="size of each image file (default 256M)")
@@ -376,9 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     a = parser.parse_args(argv)
     out = Output(a.json)
     reg = Registry(a.home)
+    from traxfs.tools.fs_commands import FS_ERRORS
+
     try:
-        a.fn(a, reg, out)
-    except VolumeError as e:
+        rc = a.fn(a, reg, out)
+        if isinstance(rc, int):
+            return rc
+    except (VolumeError, *FS_ERRORS) as e:
         print(f"trax: error: {e}", file=sys.stderr)
         return EXIT_FAIL
     except KeyboardInterrupt:

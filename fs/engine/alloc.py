@@ -34,6 +34,7 @@ class Allocator:
         self.first_data = 1 + engine.nmaps
         self._lock = threading.Lock()
         self._cursor = self.first_data
+        self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet durably
 
     def _map_of(self, pid: int) -> tuple[int, int]:
         return 1 + pid // self.bits_per_map, pid % self.bits_per_map
@@ -57,7 +58,7 @@ class Allocator:
                 for q in range(pid, pid + count):
                     m, bit = self._map_of(q)
                     bm = cached.get(m) or cached.setdefault(m, self._bitmap(m))
-                    if bm[bit // 8] >> (bit % 8) & 1:
+                    if bm[bit // 8] >> (bit % 8) & 1 or self._quarantined(q):
                         run_ok = False
                         pid = -(-(q + 1) // align) * align
                         break
@@ -81,6 +82,22 @@ class Allocator:
             self._cursor = first + count
         return first
 
+    def alloc_at(self, tx: Transaction, first: int, count: int) -> bool:
+        """Allocate exactly pages ``first .. first+count-1`` if all are free (a file growing
+        in place behind its last extent); False, and nothing changed, if any is not."""
+        if first < self.first_data or first + count > self.e.sb.page_count:
+            return False
+        with self._lock:
+            cached: dict[int, bytes] = {}
+            for q in range(first, first + count):
+                m, bit = self._map_of(q)
+                bm = cached.get(m) or cached.setdefault(m, self._bitmap(m))
+                if bm[bit // 8] >> (bit % 8) & 1 or self._quarantined(q):
+                    return False
+            self._set(tx, first, count, ops.OP_SET_BITS)
+            self._cursor = max(self._cursor, first + count)
+        return True
+
     def alloc_page(self, tx: Transaction, ptype: int = PageType.SLOTTED, aux: int = 0, body: bytes = b"") -> int:
         """Allocate one page and format it as ``ptype`` (logged, so an abort frees it again)."""
         pid = self.alloc_region(tx, 1)
@@ -95,6 +112,31 @@ class Allocator:
     def free_region(self, tx: Transaction, first: int, count: int) -> None:
         """Free at commit of ``tx`` (never earlier: an uncommitted free must not be reused)."""
         tx.pre_commit.append(lambda t: self._set(t, first, count, ops.OP_CLEAR_BITS))
+
+    def free_region_after_durable(self, tx: Transaction, first: int, count: int) -> None:
+        """Free at commit of ``tx`` but reuse only once that commit is durable.
+
+        For space whose bytes are written outside the log (file data): if a new owner's unlogged
+        bytes could reach the disk before the free did, a crash would hand the old owner (whose
+        free was lost) the new owner's bytes."""
+        def release(_):
+            with self._lock:
+                self._quarantine.pop(first, None)
+
+        def hold(t: Transaction) -> None:
+            with self._lock:
+                self._quarantine[first] = count
+            self._set(t, first, count, ops.OP_CLEAR_BITS)
+
+        tx.pre_commit.append(hold)
+        tx.post_commit.append(lambda handle: handle.add_callback(lambda: release(None)))
+
+    def _quarantined(self, pid: int) -> bool:
+        return any(first <= pid < first + n for first, n in self._quarantine.items())
+
+    def quarantined_pages(self) -> int:
+        with self._lock:
+            return sum(self._quarantine.values())
 
     def free_page(self, tx: Transaction, pid: int) -> None:
         self.free_region(tx, pid, 1)

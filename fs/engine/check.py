@@ -5,7 +5,8 @@ engine (no transaction changing pages meanwhile): it first writes back the buffe
 holds the current pages, then
 
 1. reads the allocation maps **raw from the device** and, for every page they mark allocated,
-   reads it raw and verifies it: checksum, magic/version, the page's own number (misdirected
+   reads it raw and verifies it (unless the caller lists it in ``data_pages``: file bytes may
+   begin with anything, the page magic included): checksum, magic/version, the page's own number (misdirected
    writes), and that its type is a known :class:`PageType`. An allocated page that carries no
    page magic at all (all zeros, or bytes without the ``TX`` magic) is taken to be *raw data* —
    large objects are written to allocated regions without page headers (SPEC §3) — and is a
@@ -92,7 +93,7 @@ def catalog(engine) -> list[tuple[str, int]]:
 
 
 def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = (),
-                 unchecked: list[str] | None = None) -> list[str]:
+                 unchecked: list[str] | None = None, data_pages: set[int] | frozenset = frozenset()) -> list[str]:
     import traxfs.fs.struct  # noqa: F401  (registers the structures' checkers)
 
     probs: list[str] = []
@@ -107,7 +108,7 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
         for k in range(count):
             pid = first + k
             raw = blob[k * PAGE_SIZE : (k + 1) * PAGE_SIZE]
-            if struct.unpack_from("<H", raw)[0] != PAGE_MAGIC:
+            if pid in data_pages or struct.unpack_from("<H", raw)[0] != PAGE_MAGIC:
                 raw_data.add(pid)
                 continue
             try:

@@ -222,6 +222,8 @@ class Engine:
             self.locks.release_all(tx.xid, end)  # ELR: before the commit is durable
             handle = self.log.commit_handle(max(end, tx.depends_lsn))
             self._end(tx, TxState.ENDED)  # a COMMIT record ends a transaction: no END record
+        for hook in tx.post_commit:
+            hook(handle)
         if durable:
             handle.wait()
         return handle

@@ -69,6 +69,10 @@ class LogManager:
         self.durable_lsn = start_lsn
         self.trunc_lsn = start_lsn
         self._on_pressure = on_pressure
+        # called by the flusher after it has chosen which records to write and before writing
+        # them: a caller that writes data outside the log (unlogged extents) flushes the device
+        # here, so no record can reach the disk before the data it describes (ordered mode)
+        self.before_write: Callable[[], None] | None = None
         self._cv = threading.Condition()
         self._pending_commits: list[int] = []  # end LSNs of commits not yet durable
         self._first_wait: float | None = None
@@ -204,6 +208,8 @@ class LogManager:
         if want > released:  # someone waits on a record still being filled: let it finish
             released = self.buffer.wait_released(want, 1.0)
         if released > start:
+            if self.before_write is not None:
+                self.before_write()
             self.store.write(start, self.buffer.read(start, released))
             self.store.sync()
             self.buffer.mark_flushed(released)

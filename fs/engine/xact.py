@@ -28,6 +28,8 @@ class Transaction:
     depends_lsn: int = 0  # ELR: a commit it saw released early must be durable before its own
     pre_commit: list[Callable[[Transaction], None]] = field(default_factory=list)
     on_abort: list[Callable[[Transaction], None]] = field(default_factory=list)
+    # called with the commit's Durability handle once the COMMIT record is in the log buffer
+    post_commit: list[Callable[[object], None]] = field(default_factory=list)
     # held while a record is appended and first/last LSN and state are updated, so a checkpoint's
     # snapshot of this row always matches the log (uncontended: one thread drives a transaction)
     latch: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -1,0 +1,246 @@
+"""File data: the extent map, allocation of data pages, and ordered-mode writes.
+
+A file's bytes live in engine pages used raw (no page header: SPEC §3's large objects), found
+through the ``extents`` tree: ``(ino, first file page) -> (first device page, page count)``.
+Pages that no extent covers are holes and read as zeros.
+
+**Ordered mode.** Data bytes are never logged; the records that make them reachable (a new
+extent, a larger size) are. So the data must be on disk before any such record is:
+
+1. a write allocates its pages (logged bit changes in the write's transaction — invisible to
+   anyone after a crash unless that transaction commits);
+2. writes the bytes to the device;
+3. only then appends the extent and size records and commits.
+
+The engine's log flusher calls :meth:`DataMap.flush_data` after choosing the records to write
+and before writing them; it flushes the device if any data was written since the last flush
+(one flush covers every writer: a generation counter groups them). So a record on disk implies
+its data on disk, a crash never exposes a page that was not written for the file, and an
+extension exposes zeros, never stale bytes: the tail of the old last page is zeroed before the
+size grows over it, and fresh pages are written whole (zero-padded).
+
+**Freed pages** (truncate, unlink) return to the allocator only once the freeing commit is
+durable (``Allocator.free_region_after_durable``): otherwise another file's new bytes could land
+in them while a crash could still bring the old owner back.
+
+**Snapshots** (a later issue) will share extents between the live tree and a snapshot: the
+plan is a reference-count tree keyed by device page, consulted before overwriting in place or
+freeing (copy-on-write when the count is above one); the key layout above needs no change.
+
+Placement: an allocation of at least one track (the volume's stripe unit) starts on a track
+boundary, so large files stream in whole tracks; a file growing at its end continues its last
+extent in place when the pages behind it are free, so sequential writers get long extents.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.records import EXTENT, extent_key, prefix_range
+from traxfs.fs.struct.btree import BTree
+
+MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
+
+
+def _track_pages(dev, pages_offset: int) -> int:
+    """Pages per track (stripe unit) when tracks are page-aligned on this device, else 1."""
+    boundaries = getattr(dev, "boundaries", None)
+    if boundaries is None:
+        return 1
+    try:
+        _, count = boundaries(0)
+    except Exception:  # noqa: BLE001  (a device without a geometry: no alignment)
+        return 1
+    unit = count * 512
+    if unit % PAGE_SIZE or pages_offset % unit:
+        return 1
+    return unit // PAGE_SIZE
+
+
+class DataMap:
+    def __init__(self, engine, extents: BTree):
+        self.e = engine
+        self.dev = engine.dev
+        self.tree = extents
+        self.base = engine.sb.pages_offset
+        self.track = _track_pages(self.dev, self.base)
+        self._cv = threading.Condition()
+        self._written = 0  # generation: data writes completed
+        self._flushed = 0  # generation covered by the last completed device flush
+        self._flushing = False
+        self.stats = {"data_bytes_written": 0, "data_bytes_read": 0, "data_flushes": 0, "extents_allocated": 0}
+        engine.log.before_write = self.flush_data
+
+    # ----- ordered mode -------------------------------------------------------------------------
+    def _note_written(self, nbytes: int) -> None:
+        with self._cv:
+            self._written += 1
+            self.stats["data_bytes_written"] += nbytes
+
+    def flush_data(self) -> None:
+        """Make every data write completed so far durable (one device flush serves all callers
+        that arrive while it runs)."""
+        with self._cv:
+            target = self._written
+            while True:
+                if self._flushed >= target:
+                    return
+                if not self._flushing:
+                    self._flushing = True
+                    break
+                self._cv.wait()
+        try:
+            self.dev.flush()
+        finally:
+            with self._cv:
+                self._flushing = False
+                self._flushed = max(self._flushed, target)
+                self.stats["data_flushes"] += 1
+                self._cv.notify_all()
+
+    # ----- the map ------------------------------------------------------------------------------
+    def extents(self, ino: int, first: int, stop: int) -> list[tuple[int, int, int]]:
+        """Extents (file page, device page, count) overlapping file pages [first, stop)."""
+        out = []
+        lo = self.tree.floor(extent_key(ino, first))
+        if lo is not None and lo[0][:8] == extent_key(ino, 0)[:8]:
+            lpage = int.from_bytes(lo[0][8:], "big")
+            phys, count = EXTENT.unpack(lo[1])
+            if lpage < first < lpage + count:
+                out.append((lpage, phys, count))
+        for k, v in self.tree.items(extent_key(ino, first), extent_key(ino, stop)):
+            phys, count = EXTENT.unpack(v)
+            out.append((int.from_bytes(k[8:], "big"), phys, count))
+        return out
+
+    def all_extents(self, ino: int) -> list[tuple[int, int, int]]:
+        lo, hi = prefix_range(ino)
+        return [(int.from_bytes(k[8:], "big"), *EXTENT.unpack(v)) for k, v in self.tree.items(lo, hi)]
+
+    # ----- reading ------------------------------------------------------------------------------
+    def read(self, ino: int, off: int, size: int) -> bytes:
+        """``size`` bytes at ``off`` (the caller clips to the file size). Holes read as zeros."""
+        if size <= 0:
+            return b""
+        out = bytearray(size)
+        first, stop = off // PAGE_SIZE, -(-(off + size) // PAGE_SIZE)
+        for lpage, phys, count in self.extents(ino, first, stop):
+            s = max(off, lpage * PAGE_SIZE)
+            e = min(off + size, (lpage + count) * PAGE_SIZE)
+            if s >= e:
+                continue
+            dev_off = self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE)
+            out[s - off : e - off] = self.dev.read(dev_off, e - s)
+        with self._cv:
+            self.stats["data_bytes_read"] += size
+        return bytes(out)
+
+    # ----- writing ------------------------------------------------------------------------------
+    def allocate(self, tx, ino: int, off: int, length: int) -> list[tuple[int, int, int]]:
+        """Allocate pages for the holes in [off, off+length); returns new (file page, device
+        page, count) pieces, not yet in the map (see :meth:`publish`)."""
+        first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
+        have = self.extents(ino, first, stop)
+        before = self.extents(ino, first - 1, first) if first else []
+        holes, cur = [], first
+        for lpage, _, count in have:
+            if lpage > cur:
+                holes.append((cur, lpage))
+            cur = max(cur, lpage + count)
+        if cur < stop:
+            holes.append((cur, stop))
+        new = []
+        for h0, h1 in holes:
+            while h0 < h1:
+                n = min(h1 - h0, MAX_EXTENT_PAGES)
+                phys = None
+                prev = new[-1] if new and new[-1][0] + new[-1][2] == h0 else None
+                if prev is None and before and before[-1][0] + before[-1][2] == h0:
+                    prev = before[-1]
+                if prev is not None and self.e.alloc.alloc_at(tx, prev[1] + prev[2], n):
+                    phys = prev[1] + prev[2]
+                if phys is None:
+                    phys = self.e.alloc.alloc_region(tx, n, self.track if n >= self.track else 1)
+                new.append((h0, phys, n))
+                self.stats["extents_allocated"] += 1
+                h0 += n
+        return new
+
+    def write_data(self, ino: int, off: int, data, new: list[tuple[int, int, int]], zero_from: int | None) -> None:
+        """Write ``data`` at ``off`` into pages mapped by the map or by ``new``. Fresh pages are
+        written whole (zero-padded); with ``zero_from`` (the old size, when this write extends
+        the file past a partial last page) the gap from it to the write is zeroed first."""
+        fresh = {lp: (phys, n) for lp, phys, n in new}
+        first, stop = off // PAGE_SIZE, -(-(off + len(data)) // PAGE_SIZE)
+        pieces = sorted(self.extents(ino, first, stop) + new)
+        if zero_from is not None and zero_from % PAGE_SIZE and zero_from < off:
+            zpage = zero_from // PAGE_SIZE
+            zend = min(off, (zpage + 1) * PAGE_SIZE)
+            for lpage, phys, count in self.extents(ino, zpage, zpage + 1):
+                if lpage not in fresh and lpage <= zpage < lpage + count:
+                    dev_off = self.base + (phys + zpage - lpage) * PAGE_SIZE + zero_from % PAGE_SIZE
+                    self.dev.write(dev_off, bytes(zend - zero_from))
+        view = memoryview(data)
+        end = off + len(data)
+        for lpage, phys, count in pieces:
+            if (lpage, phys, count) in new:
+                # whole pages: zero-pad the partial first and last page of a fresh extent
+                s_page, e_page = max(lpage, first), min(lpage + count, stop)
+                if s_page >= e_page:
+                    continue
+                s, e = s_page * PAGE_SIZE, e_page * PAGE_SIZE
+                buf = bytearray(e - s)
+                ds, de = max(s, off), min(e, end)
+                buf[ds - s : de - s] = view[ds - off : de - off]
+                self.dev.write(self.base + (phys + s_page - lpage) * PAGE_SIZE, buf)
+            else:
+                s = max(off, lpage * PAGE_SIZE)
+                e = min(end, (lpage + count) * PAGE_SIZE)
+                if s >= e:
+                    continue
+                self.dev.write(self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE), view[s - off : e - off])
+        self._note_written(len(data))
+
+    def zero_tail(self, ino: int, old_size: int) -> None:
+        """Before a file grows past ``old_size`` by truncate: zero the rest of its last page."""
+        if old_size % PAGE_SIZE == 0:
+            return
+        page = old_size // PAGE_SIZE
+        for lpage, phys, count in self.extents(ino, page, page + 1):
+            if lpage <= page < lpage + count:
+                dev_off = self.base + (phys + page - lpage) * PAGE_SIZE + old_size % PAGE_SIZE
+                self.dev.write(dev_off, bytes(PAGE_SIZE - old_size % PAGE_SIZE))
+                self._note_written(PAGE_SIZE - old_size % PAGE_SIZE)
+
+    def publish(self, tx, ino: int, new: list[tuple[int, int, int]]) -> None:
+        """Put freshly written extents into the map, merging with a physically contiguous
+        predecessor (a file grown in place stays one extent)."""
+        for lpage, phys, count in new:
+            prev = self.tree.floor(extent_key(ino, lpage - 1)) if lpage else None
+            if prev is not None and prev[0][:8] == extent_key(ino, 0)[:8]:
+                plp = int.from_bytes(prev[0][8:], "big")
+                pphys, pcount = EXTENT.unpack(prev[1])
+                if plp + pcount == lpage and pphys + pcount == phys and pcount + count <= MAX_EXTENT_PAGES:
+                    self.tree.put(tx, prev[0], EXTENT.pack(pphys, pcount + count))
+                    continue
+            self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, count))
+
+    def truncate(self, tx, ino: int, new_size: int) -> int:
+        """Drop every page wholly past ``new_size``; returns the number of pages freed."""
+        keep = -(-new_size // PAGE_SIZE)
+        freed = 0
+        for lpage, phys, count in self.extents(ino, keep, 1 << 62):
+            if lpage >= keep:
+                self.tree.delete(tx, extent_key(ino, lpage))
+                self.e.alloc.free_region_after_durable(tx, phys, count)
+                freed += count
+            else:
+                cut = keep - lpage
+                self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, cut))
+                self.e.alloc.free_region_after_durable(tx, phys + cut, count - cut)
+                freed += count - cut
+        return freed
+
+    def allocated_pages(self, ino: int) -> int:
+        return sum(count for _, _, count in self.all_extents(ino))

@@ -1,0 +1,742 @@
+"""The POSIX filesystem on the transactional engine (SPEC §4), independent of FUSE.
+
+Every metadata operation is one engine transaction: it either happens whole or not at all,
+across crashes too. Transactions are committed *softly* (the commit record is in the log buffer,
+locks are released early); the log daemon makes them durable within ``commit_interval`` seconds
+(the periodic commit that bounds what an unclean stop loses), and ``fsync`` forces the log at
+once (group commit: concurrent fsyncs share one flush). Data bytes go straight to the volume,
+in ordered mode (``fs/datamap.py``).
+
+Concurrency: one metadata lock serialises the B+tree work of all operations (the GIL would
+serialise it anyway); device I/O and durability waits happen outside it, so a slow device or a
+log flush delays only the request that needs it. File data additionally takes a per-inode
+reader/writer lock (``fs/inode_locks.py``).
+
+Inode lifetime: an inode whose link count drops to zero is put on the ``orphans`` tree in the
+same transaction. It is destroyed (data freed) when nobody references it any more — the FUSE
+layer counts the kernel's lookups and open handles through :meth:`ref` / :meth:`unref` — or, if
+the daemon died with it open, at the next mount.
+
+Permission checks are the kernel's (``default_permissions``); this layer enforces the rules that
+depend on the filesystem's own state: sticky directories are checked by the kernel too, so what
+remains here is the set-group-ID inheritance of new entries and every errno POSIX gives for
+structure (ENOTEMPTY, EISDIR, EXDEV-free renames, ENAMETOOLONG, ...).
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from traxfs.fs.datamap import DataMap
+from traxfs.fs.engine.alloc import NoSpace
+from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.logmanager import GroupCommitPolicy, LogFull
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.errors import FsError
+from traxfs.fs.inode_locks import InodeLocks
+from traxfs.fs.records import (
+    CHUNK,
+    U64,
+    Inode,
+    chunk_key,
+    cookie_key,
+    dirent_key,
+    ino_key,
+    prefix_range,
+    xattr_key,
+)
+from traxfs.fs.superblock import KEY_NEXT_INO, create_trees, open_trees
+
+ROOT_INO = 1
+NAME_MAX = 255
+PATH_MAX = 4096
+XATTR_NAME_MAX = 255
+XATTR_SIZE_MAX = 65536
+MAX_FILE_SIZE = 1 << 50
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+XATTR_CREATE = 1
+XATTR_REPLACE = 2
+RESERVED_ROOT_DIRS = ("queues", "tables")  # created by mkfs; filled by later layers
+
+
+@dataclass
+class StatFs:
+    block_size: int
+    blocks: int
+    blocks_free: int
+    files: int
+    files_free: int
+    name_max: int = NAME_MAX
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+def _check_name(name: bytes) -> None:
+    if len(name) > NAME_MAX:
+        raise FsError(errno.ENAMETOOLONG, f"name of {len(name)} bytes (limit {NAME_MAX})")
+    if not name or b"/" in name or b"\0" in name or name in (b".", b".."):
+        raise FsError(errno.EINVAL, f"invalid name {name!r}")
+
+
+class FileSystem:
+    # ----- creating and opening -----------------------------------------------------------------
+    @staticmethod
+    def mkfs(dev, *, log_size: int | None = None, label: str = "") -> str:
+        """Format ``dev`` (an open volume or image device) with an empty filesystem; returns
+        its UUID. Everything on the device is lost."""
+        if log_size is None:
+            log_size = min(256 << 20, max(16 << 20, dev.size // 16))
+        Engine.format(dev, log_size=log_size, name="traxfs")
+        eng = Engine.open(dev, name="traxfs")
+        try:
+            tx = eng.begin()
+            trees, sb = create_trees(eng, tx, label)
+            now = _now()
+            root = Inode(ROOT_INO, stat.S_IFDIR | 0o755, 0, 0, 2, atime_ns=now, mtime_ns=now, ctime_ns=now,
+                         crtime_ns=now)
+            trees["inodes"].put(tx, ino_key(ROOT_INO), root.pack())
+            trees["dirents"].put(tx, dirent_key(ROOT_INO, b".."), U64.pack(ROOT_INO) + U64.pack(0))
+            trees["meta"].put(tx, KEY_NEXT_INO, U64.pack(ROOT_INO + 1))
+            eng.commit(tx)
+            fs = FileSystem(eng, trees, sb)
+            for name in RESERVED_ROOT_DIRS:
+                fs.mkdir(ROOT_INO, name.encode(), 0o755, 0, 0)
+            fs.close()
+        except BaseException:
+            if not eng.closed:
+                eng.unclean_shutdown()
+            raise
+        return sb.uuid
+
+    @classmethod
+    def open(cls, dev, *, commit_interval: float = 1.0, buffer_pages: int = 16384, where: str = "") -> FileSystem:
+        """Open (recovering the engine if it was not shut down cleanly) and reap orphans."""
+        policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
+        eng = Engine.open(dev, name="traxfs", buffer_pages=buffer_pages, policy=policy)
+        try:
+            trees, sb = open_trees(eng, where or getattr(dev, "path", None) or repr(dev))
+            fs = cls(eng, trees, sb)
+            fs.reap_orphans()
+        except BaseException:
+            eng.unclean_shutdown()
+            raise
+        return fs
+
+    def __init__(self, engine: Engine, trees: dict, sb) -> None:
+        self.e = engine
+        self.t = trees
+        self.sb = sb
+        self.data = DataMap(engine, trees["extents"])
+        self._lock = threading.RLock()
+        self._ilocks = InodeLocks()
+        self._cache: dict[int, Inode] = {}
+        self._refs: dict[int, int] = {}
+        self.last_commit = None
+        self.stats = {"transactions": 0, "aborts": 0, "fsyncs": 0}
+        self.closed = False
+
+    def close(self) -> None:
+        """Clean shutdown: flush data, checkpoint, stop the engine."""
+        if self.closed:
+            return
+        with self._lock:
+            self.closed = True
+            self.data.flush_data()
+            self.e.close()
+
+    def crash(self) -> None:
+        """Stop without writing anything more (tests: as if the process had died)."""
+        with self._lock:
+            self.closed = True
+            self.e.unclean_shutdown()
+
+    # ----- transactions and the inode cache -----------------------------------------------------
+    @contextmanager
+    def _txn(self):
+        """One atomic operation: abort on any error (the inode cache forgets what it touched)."""
+        if self.closed:
+            raise FsError(errno.EIO, "filesystem is closed")
+        tx = self.e.begin()
+        tx.touched = set()
+        try:
+            yield tx
+        except BaseException as ex:
+            self.e.abort(tx)
+            self.stats["aborts"] += 1
+            for ino in tx.touched:
+                self._cache.pop(ino, None)
+            if isinstance(ex, NoSpace):
+                raise FsError(errno.ENOSPC, str(ex)) from None
+            if isinstance(ex, LogFull):
+                raise FsError(errno.ENOSPC, f"log full: {ex}") from None
+            raise
+        self.last_commit = self.e.soft_commit(tx)
+        self.stats["transactions"] += 1
+
+    def _get(self, ino: int) -> Inode:
+        node = self._cache.get(ino)
+        if node is None:
+            raw = self.t["inodes"].get(ino_key(ino))
+            if raw is None:
+                raise FsError(errno.ENOENT, f"inode {ino} does not exist")
+            node = Inode.unpack(ino, raw)
+            if len(self._cache) > 65536:
+                self._cache.clear()
+            self._cache[ino] = node
+        return node
+
+    def _put(self, tx, node: Inode) -> None:
+        tx.touched.add(node.ino)
+        self.t["inodes"].put(tx, ino_key(node.ino), node.pack())
+        self._cache[node.ino] = node
+
+    def _copy(self, ino: int) -> Inode:
+        n = self._get(ino)
+        return Inode(**n.__dict__)
+
+    def _dir(self, ino: int) -> Inode:
+        node = self._copy(ino)
+        if not node.is_dir:
+            raise FsError(errno.ENOTDIR, f"inode {ino} is not a directory")
+        if node.nlink == 0:
+            raise FsError(errno.ENOENT, f"directory {ino} was removed")
+        return node
+
+    def _child(self, parent: int, name: bytes) -> int | None:
+        raw = self.t["dirents"].get(dirent_key(parent, name))
+        return None if raw is None else U64.unpack(raw[:8])[0]
+
+    # ----- reading the namespace ----------------------------------------------------------------
+    def getattr(self, ino: int) -> Inode:
+        with self._lock:
+            return self._copy(ino)
+
+    def lookup(self, parent: int, name: bytes) -> Inode:
+        if len(name) > NAME_MAX:
+            raise FsError(errno.ENAMETOOLONG, f"name of {len(name)} bytes (limit {NAME_MAX})")
+        with self._lock:
+            self._dir(parent)
+            child = self._child(parent, name)
+            if child is None:
+                raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+            return self._copy(child)
+
+    def readdir(self, ino: int, after: int, limit: int = 256) -> list[tuple[bytes, Inode, int]]:
+        """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order.
+        Cookies never change and are never reused in a directory, so a listing that runs while
+        entries are added and removed returns every entry that existed throughout exactly once."""
+        with self._lock:
+            self._dir(ino)
+            out = []
+            lo = cookie_key(ino, after + 1)
+            hi = prefix_range(ino)[1]
+            for k, name in self.t["cookies"].items(lo, hi):
+                cookie = int.from_bytes(k[8:], "big")
+                child = self._child(ino, name)
+                if child is None:
+                    continue
+                out.append((name, self._copy(child), cookie))
+                if len(out) >= limit:
+                    break
+            return out
+
+    def readlink(self, ino: int) -> bytes:
+        with self._lock:
+            node = self._get(ino)
+            if not node.is_link:
+                raise FsError(errno.EINVAL, f"inode {ino} is not a symbolic link")
+            return self._read_chunks(self.t["symlinks"], *prefix_range(ino))
+
+    def _read_chunks(self, tree, lo: bytes, hi: bytes) -> bytes:
+        return b"".join(v for _, v in tree.items(lo, hi))
+
+    # ----- creating entries ---------------------------------------------------------------------
+    def _new_ino(self, tx) -> int:
+        raw = self.t["meta"].get(KEY_NEXT_INO)
+        ino = U64.unpack(raw)[0]
+        self.t["meta"].put(tx, KEY_NEXT_INO, U64.pack(ino + 1))
+        return ino
+
+    def _add_entry(self, tx, parent: Inode, name: bytes, child: int) -> None:
+        cookie = parent.next_cookie
+        parent.next_cookie += 1
+        self.t["dirents"].put(tx, dirent_key(parent.ino, name), U64.pack(child) + U64.pack(cookie))
+        self.t["cookies"].put(tx, cookie_key(parent.ino, cookie), name)
+
+    def _remove_entry(self, tx, parent: int, name: bytes) -> None:
+        raw = self.t["dirents"].delete(tx, dirent_key(parent, name))
+        cookie = U64.unpack(raw[8:16])[0]
+        self.t["cookies"].delete(tx, cookie_key(parent, cookie))
+
+    def create(self, parent: int, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0,
+               target: bytes | None = None) -> Inode:
+        """A new inode named ``name`` in ``parent``: any file type by ``mode`` (regular, FIFO,
+        socket, device, directory; a symbolic link when ``target`` is given)."""
+        _check_name(name)
+        if target is not None and (len(target) >= PATH_MAX or not target):
+            raise FsError(errno.ENAMETOOLONG if target else errno.ENOENT, "symlink target length")
+        with self._lock:
+            p = self._dir(parent)
+            if self._child(parent, name) is not None:
+                raise FsError(errno.EEXIST, f"{name!r} exists in directory {parent}")
+            kind = stat.S_IFMT(mode) or stat.S_IFREG
+            if target is not None:
+                kind, mode = stat.S_IFLNK, 0o777
+            if p.mode & stat.S_ISGID:  # BSD group semantics in a set-group-ID directory
+                gid = p.gid
+                if kind == stat.S_IFDIR:
+                    mode |= stat.S_ISGID
+            now = _now()
+            with self._txn() as tx:
+                ino = self._new_ino(tx)
+                node = Inode(ino, kind | (mode & 0o7777), uid, gid, 2 if kind == stat.S_IFDIR else 1,
+                             size=len(target) if target is not None else 0, rdev=rdev, atime_ns=now,
+                             mtime_ns=now, ctime_ns=now, crtime_ns=now)
+                self._put(tx, node)
+                if kind == stat.S_IFDIR:
+                    self.t["dirents"].put(tx, dirent_key(ino, b".."), U64.pack(parent) + U64.pack(0))
+                    p.nlink += 1
+                if target is not None:
+                    for i in range(0, len(target), CHUNK):
+                        self.t["symlinks"].put(tx, chunk_key(ino, i // CHUNK), target[i : i + CHUNK])
+                self._add_entry(tx, p, name, ino)
+                p.mtime_ns = p.ctime_ns = now
+                self._put(tx, p)
+            return self._copy(ino)
+
+    def mkdir(self, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Inode:
+        return self.create(parent, name, stat.S_IFDIR | (mode & 0o7777), uid, gid)
+
+    def symlink(self, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Inode:
+        return self.create(parent, name, stat.S_IFLNK | 0o777, uid, gid, target=target)
+
+    def link(self, ino: int, parent: int, name: bytes) -> Inode:
+        _check_name(name)
+        with self._lock:
+            p = self._dir(parent)
+            node = self._copy(ino)
+            if node.is_dir:
+                raise FsError(errno.EPERM, "hard links to directories are not allowed")
+            if node.nlink == 0:
+                raise FsError(errno.ENOENT, f"inode {ino} was removed")
+            if self._child(parent, name) is not None:
+                raise FsError(errno.EEXIST, f"{name!r} exists in directory {parent}")
+            now = _now()
+            with self._txn() as tx:
+                node.nlink += 1
+                node.ctime_ns = now
+                self._put(tx, node)
+                self._add_entry(tx, p, name, ino)
+                p.mtime_ns = p.ctime_ns = now
+                self._put(tx, p)
+                if node.nlink == 1:
+                    self.t["orphans"].delete(tx, ino_key(ino))
+            return self._copy(ino)
+
+    # ----- removing entries ---------------------------------------------------------------------
+    def _drop_link(self, tx, node: Inode, now: int) -> None:
+        node.nlink -= 1 if not node.is_dir else node.nlink
+        node.ctime_ns = now
+        self._put(tx, node)
+        if node.nlink == 0:
+            self.t["orphans"].put(tx, ino_key(node.ino), b"")
+
+    def unlink(self, parent: int, name: bytes) -> None:
+        with self._lock:
+            p = self._dir(parent)
+            child = self._child(parent, name)
+            if child is None:
+                raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+            node = self._copy(child)
+            if node.is_dir:
+                raise FsError(errno.EISDIR, f"{name!r} is a directory")
+            now = _now()
+            with self._txn() as tx:
+                self._remove_entry(tx, parent, name)
+                p.mtime_ns = p.ctime_ns = now
+                self._put(tx, p)
+                self._drop_link(tx, node, now)
+            self._maybe_destroy(child)
+
+    def _is_empty(self, ino: int) -> bool:
+        lo, hi = prefix_range(ino)
+        return next(iter(self.t["cookies"].items(lo, hi)), None) is None
+
+    def rmdir(self, parent: int, name: bytes) -> None:
+        with self._lock:
+            p = self._dir(parent)
+            child = self._child(parent, name)
+            if child is None:
+                raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+            node = self._copy(child)
+            if not node.is_dir:
+                raise FsError(errno.ENOTDIR, f"{name!r} is not a directory")
+            if not self._is_empty(child):
+                raise FsError(errno.ENOTEMPTY, f"directory {name!r} is not empty")
+            now = _now()
+            with self._txn() as tx:
+                self._remove_entry(tx, parent, name)
+                self.t["dirents"].delete(tx, dirent_key(child, b".."))
+                p.nlink -= 1
+                p.mtime_ns = p.ctime_ns = now
+                self._put(tx, p)
+                self._drop_link(tx, node, now)
+            self._maybe_destroy(child)
+
+    # ----- rename -------------------------------------------------------------------------------
+    def _is_ancestor(self, anc: int, ino: int) -> bool:
+        """Is ``anc`` ``ino`` or one of its ancestors?"""
+        seen = 0
+        while True:
+            if ino == anc:
+                return True
+            if ino == ROOT_INO or seen > 1 << 16:
+                return False
+            parent = self._child(ino, b"..")
+            if parent is None:
+                return False
+            ino, seen = parent, seen + 1
+
+    def rename(self, old_parent: int, old_name: bytes, new_parent: int, new_name: bytes, flags: int = 0) -> None:
+        """Atomic rename, onto an existing target too (which is then unlinked in the same
+        transaction); RENAME_NOREPLACE and RENAME_EXCHANGE as renameat2(2)."""
+        if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) or flags == RENAME_NOREPLACE | RENAME_EXCHANGE:
+            raise FsError(errno.EINVAL, f"rename flags {flags:#x} not supported")
+        _check_name(new_name)
+        with self._lock:
+            op = self._dir(old_parent)
+            np_ = op if new_parent == old_parent else self._dir(new_parent)
+            src = self._child(old_parent, old_name)
+            if src is None:
+                raise FsError(errno.ENOENT, f"{old_name!r} not found in directory {old_parent}")
+            dst = self._child(new_parent, new_name)
+            s = self._copy(src)
+            if flags & RENAME_EXCHANGE:
+                if dst is None:
+                    raise FsError(errno.ENOENT, f"{new_name!r} not found (exchange)")
+                return self._exchange(op, old_name, np_, new_name, s, self._copy(dst))
+            if dst is not None and flags & RENAME_NOREPLACE:
+                raise FsError(errno.EEXIST, f"{new_name!r} exists")
+            if dst == src:
+                return None  # two names of one inode: nothing happens (POSIX)
+            if s.is_dir and self._is_ancestor(src, new_parent):
+                raise FsError(errno.EINVAL, "cannot move a directory into itself")
+            d = self._copy(dst) if dst is not None else None
+            if d is not None:
+                if s.is_dir and not d.is_dir:
+                    raise FsError(errno.ENOTDIR, f"{new_name!r} is not a directory")
+                if not s.is_dir and d.is_dir:
+                    raise FsError(errno.EISDIR, f"{new_name!r} is a directory")
+                if d.is_dir and not self._is_empty(dst):
+                    raise FsError(errno.ENOTEMPTY, f"directory {new_name!r} is not empty")
+                if d.is_dir and self._is_ancestor(dst, old_parent):
+                    raise FsError(errno.ENOTEMPTY, f"directory {new_name!r} is not empty")
+            now = _now()
+            same = old_parent == new_parent
+            with self._txn() as tx:
+                self._remove_entry(tx, old_parent, old_name)
+                if d is not None:
+                    self._remove_entry(tx, new_parent, new_name)
+                    if d.is_dir:
+                        self.t["dirents"].delete(tx, dirent_key(dst, b".."))
+                        np_.nlink -= 1
+                    self._drop_link(tx, d, now)
+                pnode = op if same else np_
+                self._add_entry(tx, pnode, new_name, src)
+                if s.is_dir and not same:
+                    self.t["dirents"].put(tx, dirent_key(src, b".."), U64.pack(new_parent) + U64.pack(0))
+                    op.nlink -= 1
+                    np_.nlink += 1
+                s.ctime_ns = now
+                self._put(tx, s)
+                op.mtime_ns = op.ctime_ns = now
+                self._put(tx, op)
+                if not same:
+                    np_.mtime_ns = np_.ctime_ns = now
+                    self._put(tx, np_)
+            if d is not None:
+                self._maybe_destroy(dst)
+            return None
+
+    def _exchange(self, op: Inode, old_name: bytes, np_: Inode, new_name: bytes, s: Inode, d: Inode) -> None:
+        if s.ino == d.ino:
+            return
+        if s.is_dir and self._is_ancestor(s.ino, np_.ino) or d.is_dir and self._is_ancestor(d.ino, op.ino):
+            raise FsError(errno.EINVAL, "cannot move a directory into itself")
+        now = _now()
+        same = op.ino == np_.ino
+        with self._txn() as tx:
+            for parent, name, ino in ((op.ino, old_name, d.ino), (np_.ino, new_name, s.ino)):
+                key = dirent_key(parent, name)
+                raw = self.t["dirents"].get(key)
+                self.t["dirents"].put(tx, key, U64.pack(ino) + raw[8:16])
+            if not same:
+                for node, parent in ((s, np_), (d, op)):
+                    if node.is_dir:
+                        self.t["dirents"].put(tx, dirent_key(node.ino, b".."), U64.pack(parent.ino) + U64.pack(0))
+                        parent.nlink += 1
+                        (op if parent is np_ else np_).nlink -= 1
+            for node in (s, d):
+                node.ctime_ns = now
+                self._put(tx, node)
+            op.mtime_ns = op.ctime_ns = now
+            self._put(tx, op)
+            if not same:
+                np_.mtime_ns = np_.ctime_ns = now
+                self._put(tx, np_)
+
+    # ----- attributes ---------------------------------------------------------------------------
+    def setattr(self, ino: int, *, mode: int | None = None, uid: int | None = None, gid: int | None = None,
+                size: int | None = None, atime_ns: int | None = None, mtime_ns: int | None = None,
+                ctime_ns: int | None = None) -> Inode:
+        if size is not None:
+            self.truncate(ino, size)
+        with self._lock:
+            node = self._copy(ino)
+            now = _now()
+            changed = False
+            if mode is not None:
+                node.mode = stat.S_IFMT(node.mode) | (mode & 0o7777)
+                changed = True
+            if uid is not None and uid != 0xFFFFFFFF:
+                node.uid, changed = uid, True
+            if gid is not None and gid != 0xFFFFFFFF:
+                node.gid, changed = gid, True
+            if atime_ns is not None:
+                node.atime_ns, changed = atime_ns, True
+            if mtime_ns is not None:
+                node.mtime_ns, changed = mtime_ns, True
+            if changed:
+                node.ctime_ns = ctime_ns if ctime_ns is not None else now
+            elif ctime_ns is not None:
+                node.ctime_ns, changed = ctime_ns, True
+            if changed:
+                with self._txn() as tx:
+                    self._put(tx, node)
+            return self._copy(ino)
+
+    # ----- file data ----------------------------------------------------------------------------
+    def read(self, ino: int, off: int, size: int) -> bytes:
+        with self._ilocks.shared(ino):
+            with self._lock:
+                node = self._get(ino)
+                if node.is_dir:
+                    raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+                size = max(0, min(size, node.size - off))
+            if size == 0:
+                return b""
+            return self.data.read(ino, off, size)
+
+    def write(self, ino: int, off: int, data: bytes) -> int:
+        """Write ``data`` at ``off``; returns the byte count. The bytes reach the volume before
+        the records that make them reachable are logged (ordered mode)."""
+        if not data:
+            return 0
+        if off < 0 or off + len(data) > MAX_FILE_SIZE:
+            raise FsError(errno.EFBIG, f"write past the largest file size ({MAX_FILE_SIZE})")
+        with self._ilocks.exclusive(ino):
+            with self._lock:
+                node = self._copy(ino)
+                if not node.is_reg:
+                    raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
+                tx = self.e.begin()
+                tx.touched = set()
+                try:
+                    new = self.data.allocate(tx, ino, off, len(data))
+                except NoSpace as ex:
+                    self.e.abort(tx)
+                    raise FsError(errno.ENOSPC, str(ex)) from None
+                except BaseException:
+                    self.e.abort(tx)
+                    raise
+            try:
+                zero_from = node.size if off > node.size else None
+                self.data.write_data(ino, off, data, new, zero_from)
+            except BaseException:
+                with self._lock:
+                    self.e.abort(tx)
+                raise
+            with self._lock:
+                try:
+                    self.data.publish(tx, ino, new)
+                    node = self._copy(ino)
+                    node.size = max(node.size, off + len(data))
+                    node.mtime_ns = node.ctime_ns = _now()
+                    self._put(tx, node)
+                except BaseException:
+                    self.e.abort(tx)
+                    self._cache.pop(ino, None)
+                    raise
+                self.last_commit = self.e.soft_commit(tx)
+                self.stats["transactions"] += 1
+        return len(data)
+
+    def truncate(self, ino: int, size: int) -> None:
+        if size < 0 or size > MAX_FILE_SIZE:
+            raise FsError(errno.EFBIG if size > 0 else errno.EINVAL, f"size {size}")
+        with self._ilocks.exclusive(ino), self._lock:
+            node = self._copy(ino)
+            if node.is_dir:
+                raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+            if not node.is_reg:
+                raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
+            if size > node.size:
+                self.data.zero_tail(ino, node.size)
+            with self._txn() as tx:
+                if size < node.size:
+                    self.data.truncate(tx, ino, size)
+                node.size = size
+                node.mtime_ns = node.ctime_ns = _now()
+                self._put(tx, node)
+
+    # ----- lifetime -----------------------------------------------------------------------------
+    def ref(self, ino: int, n: int = 1) -> None:
+        with self._lock:
+            self._refs[ino] = self._refs.get(ino, 0) + n
+
+    def unref(self, ino: int, n: int = 1) -> None:
+        with self._lock:
+            left = self._refs.get(ino, 0) - n
+            if left > 0:
+                self._refs[ino] = left
+                return
+            self._refs.pop(ino, None)
+        self._maybe_destroy(ino)
+
+    def _maybe_destroy(self, ino: int) -> None:
+        with self._ilocks.exclusive(ino), self._lock:
+            if self._refs.get(ino) or self.closed:
+                return
+            raw = self.t["inodes"].get(ino_key(ino))
+            if raw is None:
+                return
+            node = Inode.unpack(ino, raw)
+            if node.nlink:
+                return
+            self._destroy(node)
+
+    def _destroy(self, node: Inode) -> None:
+        ino = node.ino
+        with self._txn() as tx:
+            tx.touched.add(ino)
+            if node.is_reg:
+                self.data.truncate(tx, ino, 0)
+            for tree in (self.t["xattrs"], self.t["symlinks"]):
+                for k in list(tree.keys(*prefix_range(ino))):
+                    tree.delete(tx, k)
+            self.t["inodes"].delete(tx, ino_key(ino))
+            self.t["orphans"].delete(tx, ino_key(ino))
+        self._cache.pop(ino, None)
+
+    def reap_orphans(self) -> int:
+        """At mount: destroy inodes that were unlinked while open when the daemon stopped."""
+        n = 0
+        with self._lock:
+            for k in list(self.t["orphans"].keys()):
+                raw = self.t["inodes"].get(k)
+                ino = U64.unpack(k)[0]
+                if raw is None:
+                    with self._txn() as tx:
+                        self.t["orphans"].delete(tx, k)
+                    continue
+                node = Inode.unpack(ino, raw)
+                if node.nlink == 0:
+                    self._destroy(node)
+                    n += 1
+        return n
+
+    # ----- extended attributes ------------------------------------------------------------------
+    def getxattr(self, ino: int, name: bytes) -> bytes:
+        with self._lock:
+            self._get(ino)
+            lo = xattr_key(ino, name, 0)
+            value = self._read_chunks(self.t["xattrs"], lo, xattr_key(ino, name, 0xFFFF))
+            if not value and self.t["xattrs"].get(lo) is None:
+                raise FsError(errno.ENODATA, f"no attribute {name!r}")
+            return value
+
+    def listxattr(self, ino: int) -> list[bytes]:
+        with self._lock:
+            self._get(ino)
+            names = []
+            for k, _ in self.t["xattrs"].items(*prefix_range(ino)):
+                if k[-2:] == b"\0\0":
+                    names.append(k[8:-3])
+            return names
+
+    def setxattr(self, ino: int, name: bytes, value: bytes, flags: int = 0) -> None:
+        if not name or len(name) > XATTR_NAME_MAX:
+            raise FsError(errno.ERANGE, f"attribute name of {len(name)} bytes")
+        if b"\0" in name:
+            raise FsError(errno.EINVAL, "attribute name contains NUL")
+        if len(value) > XATTR_SIZE_MAX:
+            raise FsError(errno.E2BIG, f"attribute value of {len(value)} bytes (limit {XATTR_SIZE_MAX})")
+        with self._lock:
+            node = self._copy(ino)
+            exists = self.t["xattrs"].get(xattr_key(ino, name, 0)) is not None
+            if flags & XATTR_CREATE and exists:
+                raise FsError(errno.EEXIST, f"attribute {name!r} exists")
+            if flags & XATTR_REPLACE and not exists:
+                raise FsError(errno.ENODATA, f"no attribute {name!r}")
+            with self._txn() as tx:
+                self._del_xattr(tx, ino, name)
+                chunks = [value[i : i + CHUNK] for i in range(0, len(value), CHUNK)] or [b""]
+                for i, c in enumerate(chunks):
+                    self.t["xattrs"].put(tx, xattr_key(ino, name, i), c)
+                node.ctime_ns = _now()
+                self._put(tx, node)
+
+    def _del_xattr(self, tx, ino: int, name: bytes) -> bool:
+        keys = list(self.t["xattrs"].keys(xattr_key(ino, name, 0), xattr_key(ino, name, 0xFFFF)))
+        for k in keys:
+            self.t["xattrs"].delete(tx, k)
+        return bool(keys)
+
+    def removexattr(self, ino: int, name: bytes) -> None:
+        with self._lock:
+            node = self._copy(ino)
+            with self._txn() as tx:
+                if not self._del_xattr(tx, ino, name):
+                    raise FsError(errno.ENODATA, f"no attribute {name!r}")
+                node.ctime_ns = _now()
+                self._put(tx, node)
+
+    # ----- durability and space -----------------------------------------------------------------
+    def fsync(self, ino: int | None = None, datasync: bool = False) -> None:
+        """Make everything written so far durable: the data first, then the log up to now.
+        (The log is one sequence: forcing it for this inode forces every earlier change too.)"""
+        self.stats["fsyncs"] += 1
+        self.data.flush_data()
+        self.e.log.force(self.e.log.reserved())
+
+    def sync(self) -> None:
+        self.fsync()
+
+    def statfs(self) -> StatFs:
+        with self._lock:
+            free = self.e.alloc.free_count()
+            total = self.e.sb.page_count
+            return StatFs(PAGE_SIZE, total, free, total, free)
+
+    def status(self) -> dict:
+        """Counters for /.trax/: engine, buffer, log, data, filesystem."""
+        with self._lock:
+            return {"filesystem": {"uuid": self.sb.uuid, "label": self.sb.label, "version": self.sb.version,
+                                   **self.stats, "cached_inodes": len(self._cache),
+                                   "referenced_inodes": len(self._refs)},
+                    "data": {**self.data.stats, "track_pages": self.data.track,
+                             "quarantined_pages": self.e.alloc.quarantined_pages()},
+                    **self.e.stats()}
+
+    def iter_inodes(self) -> Iterator[Inode]:
+        for k, v in self.t["inodes"].items():
+            yield Inode.unpack(U64.unpack(k)[0], v)

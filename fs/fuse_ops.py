@@ -1,0 +1,337 @@
+"""The FUSE face of the filesystem: pyfuse3 requests -> :class:`FileSystem` calls.
+
+Each request runs its filesystem call in a trio worker thread (``trio.to_thread``): the trio
+thread only moves requests, so a slow device read, a long truncate or an fsync waiting for the
+log delays the request that asked for it and nothing else.
+
+Kernel caches (what we chose and why):
+
+* **page cache on, ``keep_cache``**: every change to a file goes through this one mount, so the
+  kernel's cached pages are always current; ``mmap`` works (fsx, Spark's memory-mapped reads)
+  and re-reads cost no FUSE round trip. Writes are write-through (no writeback cache): a
+  ``write`` returns once the data is on the volume (the host page cache of the image files) and
+  its records are in the engine's log buffer.
+* **attribute and entry timeouts of 1 s**: the kernel revalidates names and attributes at most
+  once a second; all changes come through the kernel, which updates its own copy as it makes
+  them, so the cache is never stale for users of this mount.
+* **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
+  readahead windows.
+
+The lookup count the kernel keeps for each inode (and every open handle) is passed on to
+:meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
+file alive.
+
+Virtual entries of the root: ``/.trax`` (status JSON, read-only, regenerated at each open) and
+``/.snapshots`` (reserved: empty until snapshots arrive; ``mkdir`` there is refused).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable
+
+import pyfuse3
+import trio
+
+from traxfs.fs.errors import FsError
+from traxfs.fs.filesystem import ROOT_INO, FileSystem
+from traxfs.fs.records import Inode
+
+log = logging.getLogger("traxfs.fs")
+
+TIMEOUT = 1.0
+VIRTUAL_BASE = 1 << 62
+TRAX_DIR = VIRTUAL_BASE
+SNAP_DIR = VIRTUAL_BASE + 1
+STATUS_FILES = ("engine.json", "log.json", "buffer.json", "data.json", "filesystem.json", "volume.json")
+STATUS_INO = {name: VIRTUAL_BASE + 16 + i for i, name in enumerate(STATUS_FILES)}
+VIRTUAL_ROOT_ENTRIES = ((b".trax", TRAX_DIR, 1), (b".snapshots", SNAP_DIR, 2))
+
+
+class TraxOperations(pyfuse3.Operations):
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, fs: FileSystem, volume_info: Callable[[], dict] | None = None):
+        super().__init__()
+        self.fs = fs
+        self.volume_info = volume_info or (lambda: {})
+        self._fh = itertools.count(1)
+        self._open: dict[int, int] = {}  # fh -> ino
+        self._status: dict[int, bytes] = {}  # fh -> status file contents (fixed at open)
+        self._mounted_ns = time.time_ns()
+
+    # ----- plumbing -----------------------------------------------------------------------------
+    async def _run(self, fn, *args, **kw):
+        try:
+            return await trio.to_thread.run_sync(lambda: fn(*args, **kw))
+        except FsError as e:
+            raise pyfuse3.FUSEError(e.errno) from None
+        except pyfuse3.FUSEError:
+            raise
+        except Exception:
+            log.exception("internal error in %s", getattr(fn, "__name__", fn))
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = node.ino
+        a.generation = node.generation
+        a.entry_timeout = a.attr_timeout = TIMEOUT
+        a.st_mode = node.mode
+        a.st_nlink = node.nlink
+        a.st_uid, a.st_gid = node.uid, node.gid
+        a.st_rdev = node.rdev
+        a.st_size = node.size
+        a.st_blksize = 1 << 20
+        a.st_blocks = -(-node.size // 512) if node.is_reg else 0
+        a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = node.atime_ns, node.mtime_ns, node.ctime_ns
+        a.st_birthtime_ns = node.crtime_ns
+        return a
+
+    def _virtual(self, ino: int) -> Inode:
+        t = self._mounted_ns
+        if ino in (TRAX_DIR, SNAP_DIR):
+            return Inode(ino, stat.S_IFDIR | 0o555, 0, 0, 2, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t)
+        if ino in STATUS_INO.values():
+            return Inode(ino, stat.S_IFREG | 0o444, 0, 0, 1, size=0, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t)
+        raise pyfuse3.FUSEError(errno.ENOENT)
+
+    def _referenced(self, node: Inode) -> pyfuse3.EntryAttributes:
+        """An entry the kernel will hold a lookup reference to."""
+        if node.ino < VIRTUAL_BASE:
+            self.fs.ref(node.ino)
+        return self._entry(node)
+
+    @staticmethod
+    def _refuse_virtual(*inos: int) -> None:
+        for ino in inos:
+            if ino >= VIRTUAL_BASE:
+                raise pyfuse3.FUSEError(errno.EPERM if ino != SNAP_DIR else errno.EOPNOTSUPP)
+
+    def _reserved_name(self, parent: int, name: bytes) -> None:
+        if parent == ROOT_INO and name in (b".trax", b".snapshots"):
+            raise pyfuse3.FUSEError(errno.EEXIST)
+
+    # ----- names --------------------------------------------------------------------------------
+    async def lookup(self, parent_inode, name, ctx=None):
+        if parent_inode == ROOT_INO:
+            for vname, vino, _ in VIRTUAL_ROOT_ENTRIES:
+                if name == vname:
+                    return self._entry(self._virtual(vino))
+        if parent_inode == TRAX_DIR:
+            ino = STATUS_INO.get(name.decode(errors="replace"))
+            if ino is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            return self._entry(self._virtual(ino))
+        if parent_inode >= VIRTUAL_BASE:
+            if name == b"..":
+                return self._entry(await self._run(self.fs.getattr, ROOT_INO))
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if name == b".":
+            node = await self._run(self.fs.getattr, parent_inode)
+        else:
+            node = await self._run(self.fs.lookup, parent_inode, name)
+        return self._referenced(node)
+
+    async def forget(self, inode_list):
+        for ino, n in inode_list:
+            if ino < VIRTUAL_BASE and ino != ROOT_INO:
+                await self._run(self.fs.unref, ino, n)
+
+    async def getattr(self, inode, ctx=None):
+        if inode >= VIRTUAL_BASE:
+            return self._entry(self._virtual(inode))
+        return self._entry(await self._run(self.fs.getattr, inode))
+
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        self._refuse_virtual(inode)
+        kw = {}
+        if fields.update_mode:
+            kw["mode"] = attr.st_mode
+        if fields.update_uid:
+            kw["uid"] = attr.st_uid
+        if fields.update_gid:
+            kw["gid"] = attr.st_gid
+        if fields.update_size:
+            kw["size"] = attr.st_size
+        if fields.update_atime:
+            kw["atime_ns"] = attr.st_atime_ns
+        if fields.update_mtime:
+            kw["mtime_ns"] = attr.st_mtime_ns
+        if fields.update_ctime:
+            kw["ctime_ns"] = attr.st_ctime_ns
+        return self._entry(await self._run(self.fs.setattr, inode, **kw))
+
+    async def readlink(self, inode, ctx):
+        self._refuse_virtual(inode)
+        return await self._run(self.fs.readlink, inode)
+
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        self._refuse_virtual(parent_inode)
+        self._reserved_name(parent_inode, name)
+        return self._referenced(await self._run(self.fs.create, parent_inode, name, mode, ctx.uid, ctx.gid, rdev))
+
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        self._refuse_virtual(parent_inode)
+        self._reserved_name(parent_inode, name)
+        return self._referenced(await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid))
+
+    async def symlink(self, parent_inode, name, target, ctx):
+        self._refuse_virtual(parent_inode)
+        self._reserved_name(parent_inode, name)
+        return self._referenced(await self._run(self.fs.symlink, parent_inode, name, target, ctx.uid, ctx.gid))
+
+    async def link(self, inode, new_parent_inode, new_name, ctx):
+        self._refuse_virtual(inode, new_parent_inode)
+        self._reserved_name(new_parent_inode, new_name)
+        return self._referenced(await self._run(self.fs.link, inode, new_parent_inode, new_name))
+
+    async def unlink(self, parent_inode, name, ctx):
+        self._refuse_virtual(parent_inode)
+        await self._run(self.fs.unlink, parent_inode, name)
+
+    async def rmdir(self, parent_inode, name, ctx):
+        self._refuse_virtual(parent_inode)
+        await self._run(self.fs.rmdir, parent_inode, name)
+
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        self._refuse_virtual(parent_inode_old, parent_inode_new)
+        self._reserved_name(parent_inode_new, name_new)
+        await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
+
+    # ----- files --------------------------------------------------------------------------------
+    async def open(self, inode, flags, ctx):
+        fh = next(self._fh)
+        if inode >= VIRTUAL_BASE:
+            if flags & (os.O_WRONLY | os.O_RDWR):
+                raise pyfuse3.FUSEError(errno.EACCES)
+            name = next((n for n, i in STATUS_INO.items() if i == inode), None)
+            if name is None:
+                raise pyfuse3.FUSEError(errno.EISDIR)
+            self._status[fh] = await trio.to_thread.run_sync(self._status_bytes, name)
+            return pyfuse3.FileInfo(fh=fh, direct_io=True)
+        node = await self._run(self.fs.getattr, inode)
+        if node.is_dir:
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        self.fs.ref(inode)
+        self._open[fh] = inode
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        self._refuse_virtual(parent_inode)
+        self._reserved_name(parent_inode, name)
+        node = await self._run(self.fs.create, parent_inode, name, stat.S_IFREG | (mode & 0o7777), ctx.uid, ctx.gid)
+        fh = next(self._fh)
+        self.fs.ref(node.ino)
+        self._open[fh] = node.ino
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._referenced(node)
+
+    async def read(self, fh, off, size):
+        if fh in self._status:
+            return self._status[fh][off : off + size]
+        return await self._run(self.fs.read, self._open[fh], off, size)
+
+    async def write(self, fh, off, buf):
+        return await self._run(self.fs.write, self._open[fh], off, buf)
+
+    async def flush(self, fh):
+        return None
+
+    async def release(self, fh):
+        if self._status.pop(fh, None) is not None:
+            return
+        ino = self._open.pop(fh)
+        await self._run(self.fs.unref, ino)
+
+    async def fsync(self, fh, datasync):
+        if fh in self._status:
+            return
+        await self._run(self.fs.fsync, self._open[fh], bool(datasync))
+
+    # ----- directories --------------------------------------------------------------------------
+    async def opendir(self, inode, ctx):
+        if inode < VIRTUAL_BASE:
+            node = await self._run(self.fs.getattr, inode)
+            if not node.is_dir:
+                raise pyfuse3.FUSEError(errno.ENOTDIR)
+        elif inode not in (TRAX_DIR, SNAP_DIR):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return inode
+
+    async def readdir(self, fh, start_id, token):
+        ino = fh
+        if ino == TRAX_DIR:
+            for i, name in enumerate(STATUS_FILES):
+                if i + 1 > start_id and not pyfuse3.readdir_reply(
+                        token, name.encode(), self._entry(self._virtual(STATUS_INO[name])), i + 1):
+                    return
+            return
+        if ino == SNAP_DIR:
+            return
+        if ino == ROOT_INO:
+            for vname, vino, cookie in VIRTUAL_ROOT_ENTRIES:
+                if cookie > start_id and not pyfuse3.readdir_reply(token, vname, self._entry(self._virtual(vino)),
+                                                                   cookie):
+                    return
+        after = start_id
+        while True:
+            batch = await self._run(self.fs.readdir, ino, after)
+            if not batch:
+                return
+            for name, node, cookie in batch:
+                self.fs.ref(node.ino)  # readdirplus: the kernel takes a lookup reference ...
+                if not pyfuse3.readdir_reply(token, name, self._entry(node), cookie):
+                    self.fs.unref(node.ino)  # ... only if the entry fit in the reply
+                    return
+                after = cookie
+
+    async def releasedir(self, fh):
+        return None
+
+    async def fsyncdir(self, fh, datasync):
+        if fh < VIRTUAL_BASE:
+            await self._run(self.fs.fsync, fh, bool(datasync))
+
+    # ----- extended attributes ------------------------------------------------------------------
+    async def getxattr(self, inode, name, ctx):
+        if inode >= VIRTUAL_BASE:
+            raise pyfuse3.FUSEError(errno.ENODATA)
+        return await self._run(self.fs.getxattr, inode, name)
+
+    async def setxattr(self, inode, name, value, ctx):
+        self._refuse_virtual(inode)
+        await self._run(self.fs.setxattr, inode, name, value)
+
+    async def listxattr(self, inode, ctx):
+        if inode >= VIRTUAL_BASE:
+            return []
+        return await self._run(self.fs.listxattr, inode)
+
+    async def removexattr(self, inode, name, ctx):
+        self._refuse_virtual(inode)
+        await self._run(self.fs.removexattr, inode, name)
+
+    # ----- whole filesystem ---------------------------------------------------------------------
+    async def statfs(self, ctx):
+        st = await self._run(self.fs.statfs)
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = st.block_size
+        s.f_blocks, s.f_bfree, s.f_bavail = st.blocks, st.blocks_free, st.blocks_free
+        s.f_files, s.f_ffree, s.f_favail = st.files, st.files_free, st.files_free
+        s.f_namemax = st.name_max
+        return s
+
+    def _status_bytes(self, name: str) -> bytes:
+        st = self.fs.status()
+        parts = {"engine.json": st, "log.json": st.get("log"), "buffer.json": st.get("buffer"),
+                 "data.json": st.get("data"), "filesystem.json": st.get("filesystem"),
+                 "volume.json": self.volume_info()}
+        return (json.dumps(parts[name], indent=2, sort_keys=True, default=str) + "\n").encode()

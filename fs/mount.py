@@ -1,0 +1,77 @@
+"""Serving a filesystem through FUSE: open, mount, run the trio loop, unmount, close.
+
+The mount ends cleanly on ``umount``/``fusermount3 -u`` (the kernel ends the session), on
+SIGTERM or SIGINT (we unmount ourselves), or when :func:`serve`'s ``stop`` event is set. On
+every way out the mount is removed and the filesystem is closed cleanly (data flushed, engine
+checkpointed), so the next mount needs no recovery. A process that is killed (SIGKILL) leaves
+the engine to recover at the next mount: everything whose commit was durable is there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+import pyfuse3
+import trio
+
+from traxfs.fs.filesystem import FileSystem
+from traxfs.fs.fuse_ops import TraxOperations
+
+log = logging.getLogger("traxfs.fs")
+
+MIN_TASKS, MAX_TASKS = 8, 64
+_one_session = threading.Lock()
+
+
+async def _main(probe: str, ready: Callable[[], None] | None, on_signals: bool) -> None:
+    async with trio.open_nursery() as nursery:
+        if on_signals:
+            nursery.start_soon(_stop_on_signal)
+        nursery.start_soon(trio.to_thread.run_sync, _probe, probe, ready)
+        await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
+        nursery.cancel_scope.cancel()
+
+
+def _probe(path: str, ready: Callable[[], None] | None) -> None:
+    """In a worker thread: stat returns only once the kernel's INIT is answered (mount live)."""
+    os.stat(path)
+    if ready is not None:
+        ready()
+
+
+async def _stop_on_signal() -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for sig in signals:
+            log.info("signal %d: unmounting", sig)
+            pyfuse3.terminate()
+            return
+
+
+def serve(dev, mountpoint: str, *, source: str = "traxfs", allow_other: bool = False,
+          commit_interval: float = 1.0, volume_info: Callable[[], dict] | None = None,
+          ready: Callable[[], None] | None = None) -> None:
+    """Mount the filesystem on ``dev`` at ``mountpoint`` and serve until unmounted.
+    ``ready()`` runs once the mount is live. One mount per process (pyfuse3's rule)."""
+    if not _one_session.acquire(blocking=False):
+        raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
+    try:
+        fs = FileSystem.open(dev, commit_interval=commit_interval, where=source)
+        try:
+            ops = TraxOperations(fs, volume_info)
+            options = set(pyfuse3.default_options) | {f"fsname={source}", "subtype=traxfs"}
+            if allow_other:
+                options.add("allow_other")
+            pyfuse3.init(ops, mountpoint, options)
+            try:
+                on_signals = threading.current_thread() is threading.main_thread()
+                trio.run(_main, os.path.join(mountpoint, ".trax"), ready, on_signals)
+            finally:
+                pyfuse3.close(unmount=True)
+        finally:
+            fs.close()
+    finally:
+        _one_session.release()

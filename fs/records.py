@@ -1,0 +1,98 @@
+"""On-disk records of the filesystem: inodes, directory entries, readdir cookies, extents.
+
+Every record lives in one of the filesystem's B+trees (``fs/superblock.py`` names them). Keys
+are big-endian so that the trees' byte order is the numeric order: all entries of one directory
+are adjacent and sorted by name, all extents of one file adjacent and sorted by file page.
+
+==============  ===========================================  =========================================
+tree            key                                          value
+==============  ===========================================  =========================================
+inodes          ino                                          :class:`Inode` (``INODE``)
+dirents         parent ino + name                            child ino + readdir cookie
+cookies         parent ino + cookie                          name
+extents         ino + first file page                        first device page + page count
+xattrs          ino + name + NUL + chunk number              up to ``CHUNK`` bytes of the value
+symlinks        ino + chunk number                           up to ``CHUNK`` bytes of the target
+orphans         ino                                          empty: unlinked, still open at a crash
+==============  ===========================================  =========================================
+"""
+
+from __future__ import annotations
+
+import stat
+import struct
+from dataclasses import dataclass
+
+U64 = struct.Struct(">Q")
+U64X2 = struct.Struct(">QQ")
+EXTENT = struct.Struct(">QI")  # first device page, page count
+INODE = struct.Struct("<IIIIQQqqqqQQ")
+INODE_VERSION = 1
+CHUNK = 1000  # bytes per chunk of a long value (a B+tree entry holds key + value <= 1300)
+FIRST_COOKIE = 16  # readdir cookies below this are the virtual entries of the root
+
+
+@dataclass
+class Inode:
+    ino: int
+    mode: int
+    uid: int
+    gid: int
+    nlink: int
+    size: int = 0
+    rdev: int = 0
+    atime_ns: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    crtime_ns: int = 0
+    next_cookie: int = FIRST_COOKIE  # directories: the cookie the next entry gets
+    generation: int = 0
+
+    def pack(self) -> bytes:
+        return INODE.pack(self.mode, self.uid, self.gid, self.nlink, self.size, self.rdev, self.atime_ns,
+                          self.mtime_ns, self.ctime_ns, self.crtime_ns, self.next_cookie, self.generation)
+
+    @classmethod
+    def unpack(cls, ino: int, raw: bytes) -> Inode:
+        return cls(ino, *INODE.unpack(raw))
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def is_reg(self) -> bool:
+        return stat.S_ISREG(self.mode)
+
+    @property
+    def is_link(self) -> bool:
+        return stat.S_ISLNK(self.mode)
+
+
+def ino_key(ino: int) -> bytes:
+    return U64.pack(ino)
+
+
+def dirent_key(parent: int, name: bytes) -> bytes:
+    return U64.pack(parent) + name
+
+
+def cookie_key(parent: int, cookie: int) -> bytes:
+    return U64X2.pack(parent, cookie)
+
+
+def extent_key(ino: int, page: int) -> bytes:
+    return U64X2.pack(ino, page)
+
+
+def prefix_range(ino: int) -> tuple[bytes, bytes]:
+    """(start, stop) of every key that begins with ``ino``."""
+    return U64.pack(ino), U64.pack(ino + 1)
+
+
+def xattr_key(ino: int, name: bytes, chunk: int) -> bytes:
+    return U64.pack(ino) + name + b"\0" + struct.pack(">H", chunk)
+
+
+def chunk_key(ino: int, chunk: int) -> bytes:
+    return U64.pack(ino) + struct.pack(">H", chunk)

@@ -1,0 +1,77 @@
+"""The filesystem's identity and its trees, as named roots in the engine's catalog.
+
+An engine holds a traxfs filesystem when its catalog names every tree in :data:`TREES` (as
+``btree:fs.NAME``) and the ``meta`` tree holds a superblock record: magic, format version, a
+random UUID, the creation time and a label. Mount refuses an engine without them (foreign: an
+engine used for something else), with a damaged record, or with another format version — each
+with a message that names what is wrong. The engine's own superblock and pages carry checksums
+(``traxfs.fs.engine``), so damage below this level is named by the engine.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from dataclasses import dataclass
+
+from traxfs.fs.errors import NotTraxfs
+from traxfs.fs.struct.btree import BTree
+
+MAGIC = b"TRAXFSSB"
+VERSION = 1
+_SUPER = struct.Struct("<8sH16sq32s")
+TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans")
+KEY_SUPER = b"super"
+KEY_NEXT_INO = b"next_ino"
+
+
+@dataclass(frozen=True)
+class FsSuper:
+    uuid: str
+    created_ns: int
+    label: str
+    version: int = VERSION
+
+    def pack(self) -> bytes:
+        return _SUPER.pack(MAGIC, self.version, uuid.UUID(self.uuid).bytes, self.created_ns,
+                           self.label.encode()[:32])
+
+    @classmethod
+    def unpack(cls, raw: bytes, where: str) -> FsSuper:
+        if len(raw) != _SUPER.size:
+            raise NotTraxfs(f"{where}: filesystem superblock record has {len(raw)} bytes, expected {_SUPER.size} "
+                            "(damaged)")
+        magic, version, uid, created, label = _SUPER.unpack(raw)
+        if magic != MAGIC:
+            raise NotTraxfs(f"{where}: filesystem superblock magic {magic!r} is not {MAGIC!r} (damaged or foreign)")
+        if version != VERSION:
+            raise NotTraxfs(f"{where}: filesystem format version {version}; this traxfs reads version {VERSION}")
+        return cls(str(uuid.UUID(bytes=uid)), created, label.rstrip(b"\0").decode(errors="replace"), version)
+
+
+def create_trees(engine, tx, label: str) -> tuple[dict[str, BTree], FsSuper]:
+    trees = {name: BTree.create(engine, tx, f"fs.{name}") for name in TREES}
+    sb = FsSuper(str(uuid.uuid4()), time.time_ns(), label)
+    trees["meta"].put(tx, KEY_SUPER, sb.pack())
+    return trees, sb
+
+
+def open_trees(engine, where: str) -> tuple[dict[str, BTree], FsSuper]:
+    trees: dict[str, BTree] = {}
+    missing = []
+    for name in TREES:
+        t = BTree.open_named(engine, f"fs.{name}")
+        if t is None:
+            missing.append(name)
+        else:
+            trees[name] = t
+    if len(missing) == len(TREES):
+        raise NotTraxfs(f"{where}: the engine holds no traxfs filesystem (no fs.* trees in its catalog; "
+                        "foreign, or never formatted with `trax mkfs`)")
+    if missing:
+        raise NotTraxfs(f"{where}: filesystem trees missing from the catalog: {', '.join(missing)} (damaged)")
+    raw = trees["meta"].get(KEY_SUPER)
+    if raw is None:
+        raise NotTraxfs(f"{where}: the filesystem superblock record is missing (damaged)")
+    return trees, FsSuper.unpack(raw, where)
