@@ -162,6 +162,7 @@ class DataMap:
                     phys = prev[1] + prev[2]
                 if phys is None:
                     phys = self.e.alloc.alloc_region(tx, n, self.track if n >= self.track else 1)
+                self.e.claim_raw(phys, n)
                 new.append((h0, phys, n))
                 self.stats["extents_allocated"] += 1
                 h0 += n

@@ -221,6 +221,8 @@ class TraxOperations(pyfuse3.Operations):
         node = await self._run(self.fs.getattr, inode)
         if node.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
+        if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and node.is_reg:
+            await self._run(self.fs.truncate, inode, 0)  # libfuse asks for atomic O_TRUNC
         self.fs.ref(inode)
         self._open[fh] = inode
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)

@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,41 @@ def eng(tmp_path):
         for tx in e.active_transactions():
             e.abort(tx)
         e.close()
+
+
+# ----- the filesystem under test --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fs_mount(tmp_path_factory):
+    """One traxfs mount per test module (mkfs, mount, and at the end unmount + fsck, which must
+    be clean); ``None`` when ``TRAX_FS_TARGET=local``."""
+    if os.environ.get("TRAX_FS_TARGET", "traxfs") == "local":
+        yield None
+        return
+    from fsmount import traxfs_mount
+
+    with traxfs_mount(tmp_path_factory.mktemp("traxfs")) as m:
+        yield m
+
+
+@pytest.fixture
+def mnt(fs_mount, request):
+    """An empty, world-writable directory on the filesystem under test (the POSIX, fsx and Spark
+    suites use it), whose ancestors other users may traverse. ``TRAX_FS_TARGET=local`` runs
+    those suites against the host's own filesystem (a reference: every POSIX test must also pass
+    there); the default is a fresh folder in the module's traxfs mount (a real FUSE mount with
+    ``allow_other``, so non-root users reach it; unmounted and checked after the module)."""
+    if fs_mount is None:
+        # under /tmp itself: pytest's tmp_path is private to root, non-root users could not enter
+        top = Path(tempfile.mkdtemp(prefix="traxfs-local-", dir="/tmp"))
+        try:
+            os.chmod(top, 0o755)
+            root = top / "root"
+            root.mkdir()
+            os.chmod(root, 0o777)
+            yield root
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+        return
+    root = Path(tempfile.mkdtemp(prefix="t-", dir=fs_mount.mp))
+    os.chmod(root, 0o777)
+    yield root

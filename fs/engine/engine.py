@@ -26,7 +26,7 @@ from traxfs.fs.engine import ops, slotted
 from traxfs.fs.engine.buffer import BufferManager, Frame, PinnedPage
 from traxfs.fs.engine.locks import LockManager, X
 from traxfs.fs.engine.logmanager import Durability, GroupCommitPolicy, LogManager
-from traxfs.fs.engine.logrecord import NO_PAGE, RecType
+from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, RecType
 from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
 from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal, set_page_lsn
 from traxfs.fs.engine.recovery import recover, rollback
@@ -147,12 +147,14 @@ class Engine:
         return lsn, end
 
     def apply(self, tx: Transaction, pid: int, opcode: int, payload: bytes, rtype: int = RecType.UPDATE,
-              undo_next: int = 0) -> int:
-        """Log and perform one page operation (Stasis' Tupdate). Returns the record's LSN."""
+              undo_next: int = 0, fresh: bool = False) -> int:
+        """Log and perform one page operation (Stasis' Tupdate). Returns the record's LSN.
+        ``fresh``: the operation rewrites a page just allocated, whose old bytes do not matter
+        and need not be a valid page (space freed by file data holds raw bytes): not read."""
         op = ops.lookup(opcode)
         if op.redo is None:
             raise ValueError(f"operation {op.name} has no page redo")
-        f = self.buffer.pin(pid)
+        f = self.buffer.pin(pid, load=not fresh)
         try:
             with f.latch:
                 scratch = bytearray(f.data)
@@ -179,9 +181,18 @@ class Engine:
         _, end = self.log.append(RecType.PAGE_IMAGE, page=f.pid, payload=image)
         set_page_lsn(f.data, end)
 
-    def update(self, tx: Transaction, pid: int, opcode: int, payload: bytes) -> int:
+    def update(self, tx: Transaction, pid: int, opcode: int, payload: bytes, fresh: bool = False) -> int:
         tx.require_active()
-        return self.apply(tx, pid, opcode, payload)
+        return self.apply(tx, pid, opcode, payload, fresh=fresh)
+
+    def claim_raw(self, first: int, count: int) -> None:
+        """Pages ``first .. first+count-1`` (just allocated) are about to receive raw bytes
+        written outside the log. Their frames are dropped, and a RAW_CLAIM record tells redo to
+        drop what it rebuilt of them from older records: otherwise a crash could write a freed
+        structure page back over file data (the problem ext3's revoke records solve)."""
+        for pid in range(first, first + count):
+            self.buffer.discard(pid)
+        self.log.append(RecType.RAW_CLAIM, payload=RAW_CLAIM.pack(first, count))
 
     def page(self, pid: int) -> PinnedPage:
         """``with engine.page(pid) as frame``: pin and latch a page for reading (or for a

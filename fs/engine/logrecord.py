@@ -49,6 +49,10 @@ class RecType(enum.IntEnum):
     DUMMY_CLR = 8  # closes a nested top action without a logical undo
     BEGIN_CHECKPOINT = 9  # a fuzzy checkpoint starts; analysis begins here
     PAGE_IMAGE = 10  # full image of a page at its first change since it was last written
+    RAW_CLAIM = 11  # pages (first, count) now hold unlogged raw data: redo forgets their history
+
+
+RAW_CLAIM = struct.Struct("<QI")  # payload of a RAW_CLAIM record: first page, count
 
 
 class LogCorrupt(Exception):

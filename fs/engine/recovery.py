@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 
 from traxfs.fs.engine import ops
-from traxfs.fs.engine.logrecord import NO_PAGE, LogCorrupt, LogRecord, RecType
+from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, LogCorrupt, LogRecord, RecType
 from traxfs.fs.engine.logstore import FIRST_LSN
 from traxfs.fs.engine.page import PageCorrupt, set_page_lsn
 from traxfs.fs.engine.xact import Transaction, TxState
@@ -159,6 +159,14 @@ def recover(engine) -> RecoveryReport:
             if rec.type in (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE) and rec.page != NO_PAGE \
                     and rec.lsn >= dpt.get(rec.page, end):
                 rep.redone += _redo(engine, rec)
+            elif rec.type == RecType.RAW_CLAIM:
+                # ext3's "revoke": these pages were reused for raw data after the records just
+                # redone; the rebuilt frames must never be written over that data
+                first, count = RAW_CLAIM.unpack(rec.payload)
+                for pid in range(first, first + count):
+                    engine.buffer.discard(pid)
+                    if pid in dpt:
+                        dpt[pid] = rec.lsn
     # ----- undo (appending CLRs needs the log: new epoch from here on)
     engine._start_log(end, max_xid)
     losers: dict[int, Transaction] = {}

@@ -306,7 +306,7 @@ def new_page(engine, tx: Transaction, ptype: int, aux: int = 0, records: list[by
              is_slotted: bool = True) -> int:
     """Allocate and format a page (slotted unless told otherwise), optionally with records."""
     pid = engine.alloc.alloc_region(tx, 1)
-    engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 1 if is_slotted else 0))
+    engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 1 if is_slotted else 0), fresh=True)
     if records:
         engine.update(tx, pid, OP_SLOTS_PASTE, run_payload(0, records))
     return pid
@@ -315,7 +315,7 @@ def new_page(engine, tx: Transaction, ptype: int, aux: int = 0, records: list[by
 def format_pages(engine, tx: Transaction, first: int, count: int, ptype: int, aux: int = 0) -> None:
     """Format ``count`` pages just allocated with ``alloc_region`` (not slotted: fixed layouts)."""
     for pid in range(first, first + count):
-        engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 0))
+        engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 0), fresh=True)
 
 
 
