@@ -76,7 +76,12 @@ class BufferManager:
         self.hooks: dict[int, tuple[Callable | None, Callable | None]] = {}
         # pages written but not yet flushed to stable storage, with the recLSN they had: until
         # a device flush they still count as dirty for checkpoints (a power loss may undo the write)
-        self._unflushed: dict[int, int] = {}
+        # pages written (or being written) whose bytes a device flush has not yet covered:
+        # pid -> (recLSN, seal number). They stay in the dirty page table until a flush that
+        # began after their write completed; ``_inflight`` counts writes sealed, not yet issued
+        self._unflushed: dict[int, tuple[int, int]] = {}
+        self._inflight: dict[int, int] = {}
+        self._seals = 0
         self.stats = {"hits": 0, "misses": 0, "writes": 0, "evictions": 0, "over_budget": 0}
 
     def register_hooks(self, ptype: int, on_load: Callable | None = None, on_flush: Callable | None = None) -> None:
@@ -185,15 +190,30 @@ class BufferManager:
             hook(f.pid, copy)
         seal(copy, f.pid)
         with self._lock:
-            self._unflushed[f.pid] = min(self._unflushed.get(f.pid, f.rec_lsn), f.rec_lsn)
+            old = self._unflushed.get(f.pid)
+            self._seals += 1
+            self._unflushed[f.pid] = (min(old[0], f.rec_lsn) if old else f.rec_lsn, self._seals)
+            self._inflight[f.pid] = self._inflight.get(f.pid, 0) + 1
         f.dirty = False
         f.rec_lsn = 0
         self.stats["writes"] += 1
         return copy
 
+    def _written(self, pids) -> None:
+        with self._lock:
+            for pid in pids:
+                n = self._inflight.get(pid, 0) - 1
+                if n > 0:
+                    self._inflight[pid] = n
+                else:
+                    self._inflight.pop(pid, None)
+
     def _write(self, f: Frame) -> None:
         """Write one frame now (caller holds its latch and a pin)."""
-        self.dev.write(self._offset(f.pid), self._seal_copy(f))
+        try:
+            self.dev.write(self._offset(f.pid), self._seal_copy(f))
+        finally:
+            self._written((f.pid,))
 
     def write_back(self, sync: bool = True, older_than: int | None = None) -> int:
         """Write dirty pages in page order — all of them, or those first dirtied before LSN
@@ -221,25 +241,31 @@ class BufferManager:
                     j = i + 1
                     while j < len(sealed) and sealed[j][0] == sealed[j - 1][0] + 1 and j - i < 256:
                         j += 1
-                    self.dev.write(self._offset(sealed[i][0]), b"".join(c for _, c in sealed[i:j]))
+                    try:
+                        self.dev.write(self._offset(sealed[i][0]), b"".join(c for _, c in sealed[i:j]))
+                    finally:
+                        self._written(pid for pid, _ in sealed[i:j])
                     i = j
             finally:
                 for f in dirty:
                     self.unpin(f)
             if sync:
+                # only writes completed before the flush begins are covered by it: a page sealed
+                # by a concurrent eviction but not yet written stays in the table
                 with self._lock:
-                    before = dict(self._unflushed)
+                    before = {pid: seal for pid, (_, seal) in self._unflushed.items() if pid not in self._inflight}
                 self.dev.flush()
                 with self._lock:
-                    for pid, lsn in before.items():
-                        if self._unflushed.get(pid) == lsn:
+                    for pid, seal in before.items():
+                        cur = self._unflushed.get(pid)
+                        if cur is not None and cur[1] == seal:
                             del self._unflushed[pid]
             return len(sealed)
 
     def dirty_page_table(self) -> dict[int, int]:
         """Page → recLSN for every page whose latest changes may not be on stable storage."""
         with self._lock:
-            dpt = dict(self._unflushed)
+            dpt = {pid: lsn for pid, (lsn, _) in self._unflushed.items()}
             for f in self._frames.values():
                 if f.dirty:
                     dpt[f.pid] = min(dpt.get(f.pid, f.rec_lsn), f.rec_lsn)

@@ -1,0 +1,195 @@
+"""A slow device read or a log flush stalls only the request that needs it; a full volume
+gives ENOSPC and recovers after deletes.
+
+The liveness tests serve the filesystem from a thread of this process on a device whose reads
+or flushes the test holds at a gate (an event, not a delay): while one request is stuck at the
+gate, unrelated requests must complete. A stall shows up as a timeout, never as a timing
+threshold.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from fsmount import traxfs_mount
+
+from traxfs.fs.filesystem import FileSystem
+from traxfs.volume.device import ImageFileDevice
+
+MiB = 1 << 20
+pytestmark = pytest.mark.timeout(180)
+
+
+class GatedDevice:
+    """An image device whose reads (``gate_reads``) or flushes (``gate_flushes``) wait at a
+    gate while it is closed; ``stuck`` is set once a request is waiting there."""
+
+    def __init__(self, inner: ImageFileDevice):
+        self.inner, self.path, self.size = inner, inner.path, inner.size
+        self.gate = threading.Event()
+        self.gate.set()
+        self.stuck = threading.Event()
+        self.gate_reads = self.gate_flushes = False
+
+    def _wait(self) -> None:
+        self.stuck.set()
+        assert self.gate.wait(120), "gate never opened"
+
+    def read(self, off: int, n: int) -> bytes:
+        if self.gate_reads and not self.gate.is_set():
+            self._wait()
+        return self.inner.read(off, n)
+
+    def write(self, off: int, data) -> None:
+        self.inner.write(off, data)
+
+    def flush(self) -> None:
+        if self.gate_flushes and not self.gate.is_set():
+            self._wait()
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.fixture
+def gated(tmp_path):
+    """(device, mountpoint): the filesystem served from a thread of this process."""
+    from traxfs.fs.mount import serve
+
+    inner = ImageFileDevice(str(tmp_path / "slow.img"), 256 * MiB, create=True)
+    FileSystem.mkfs(inner)
+    dev = GatedDevice(inner)
+    mp = Path(tempfile.mkdtemp(prefix="traxfs-gated-", dir="/tmp"))
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(dev, str(mp), source="traxfs:gated", ready=ready.set)
+        except BaseException as e:  # noqa: BLE001  (reported by the fixture)
+            failure.append(e)
+            ready.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        assert ready.wait(60) and not failure, f"mount failed: {failure}"
+        yield dev, mp
+    finally:
+        dev.gate.set()
+        subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
+        t.join(60)
+        if os.path.ismount(mp):
+            subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
+        shutil.rmtree(mp, ignore_errors=True)
+        inner.close()
+    assert not t.is_alive(), "server thread did not finish after unmount"
+
+
+def _unrelated_work(mp: Path) -> str:
+    """Requests that need neither the gated read nor a flush."""
+    os.stat(mp / "other")
+    assert (mp / "other").read_bytes() == b"o" * 10000  # served from the kernel's page cache
+    (mp / "new").write_bytes(b"n" * 5000)  # a write and a create: no flush needed
+    os.mkdir(mp / "dir2")
+    return ",".join(sorted(os.listdir(mp)))
+
+
+def test_slow_device_read_stalls_only_its_request(gated):
+    dev, mp = gated
+    (mp / "cold").write_bytes(os.urandom(4 * MiB))
+    (mp / "other").write_bytes(b"o" * 10000)
+    (mp / "other").read_bytes()
+    # drop the kernel's cached pages of `cold` so reading it must reach the device
+    fd = os.open(mp / "cold", os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    dev.gate_reads = True
+    dev.gate.clear()
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(os.pread, fd, 1 << 20, 0)
+        assert dev.stuck.wait(30), "the read never reached the device"
+        assert not slow.done()
+        listing = pool.submit(_unrelated_work, mp).result(timeout=30)  # must not wait for the gate
+        assert "new" in listing and "dir2" in listing
+        assert not slow.done()  # still held at the gate: the work above really ran beside it
+        dev.gate.set()
+        assert len(slow.result(timeout=30)) == 1 << 20
+    os.close(fd)
+
+
+def test_log_flush_stalls_only_the_fsync(gated):
+    dev, mp = gated
+    (mp / "other").write_bytes(b"o" * 10000)
+    (mp / "other").read_bytes()
+    dev.gate_flushes = True
+    dev.gate.clear()
+
+    def durable_write() -> None:
+        fd = os.open(mp / "synced", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"s" * 8192)
+        os.fsync(fd)
+        os.close(fd)
+
+    with ThreadPoolExecutor(2) as pool:
+        syncing = pool.submit(durable_write)
+        assert dev.stuck.wait(30), "fsync never flushed the device"
+        listing = pool.submit(_unrelated_work, mp).result(timeout=30)
+        assert "synced" in listing and "new" in listing
+        assert not syncing.done()
+        dev.gate.set()
+        syncing.result(timeout=30)
+    assert (mp / "synced").read_bytes() == b"s" * 8192
+
+
+@pytest.mark.timeout(300)
+def test_full_volume_gives_enospc_then_recovers_after_deletes(tmp_path):
+    with traxfs_mount(tmp_path, size=64 * MiB) as m:
+        chunk = os.urandom(MiB)
+        written = 0
+        with pytest.raises(OSError) as exc, open(m.mp / "fill", "wb") as f:
+            while True:
+                f.write(chunk)
+                f.flush()
+                written += len(chunk)
+                assert written < 80 * MiB, "a 64 MiB volume accepted more than 80 MiB"
+        assert exc.value.errno == errno.ENOSPC
+        assert written > 8 * MiB
+        # the filesystem still works: metadata, reads, and what was written is intact
+        os.mkdir(m.mp / "still-ok")
+        size = os.stat(m.mp / "fill").st_size
+        with open(m.mp / "fill", "rb") as f:
+            assert f.read(MiB) == chunk
+        # many small files until full, too
+        n = 0
+        with pytest.raises(OSError) as exc2:
+            while True:
+                (m.mp / f"small{n}").write_bytes(b"x" * 8192)
+                n += 1
+        assert exc2.value.errno == errno.ENOSPC
+        # delete; freed space is reused once the kernel has forgotten the inodes (it sends
+        # FORGET asynchronously) and the frees are durable (an fsync forces them)
+        os.unlink(m.mp / "fill")
+        for i in range(n):
+            os.unlink(m.mp / f"small{i}")
+        want = chunk * (size // MiB // 2)
+        for _attempt in range(100):
+            try:
+                (m.mp / "after").write_bytes(want)
+                break
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+                fd = os.open(m.mp / "still-ok", os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
+                time.sleep(0.1)
+        assert (m.mp / "after").read_bytes() == want
