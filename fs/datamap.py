@@ -123,17 +123,21 @@ class DataMap:
         """``size`` bytes at ``off`` (the caller clips to the file size). Holes read as zeros."""
         if size <= 0:
             return b""
-        out = bytearray(size)
         first, stop = off // PAGE_SIZE, -(-(off + size) // PAGE_SIZE)
-        for lpage, phys, count in self.extents(ino, first, stop):
+        pieces = self.extents(ino, first, stop)
+        with self._cv:
+            self.stats["data_bytes_read"] += size
+        if len(pieces) == 1 and pieces[0][0] <= first and pieces[0][0] + pieces[0][2] >= stop:
+            lpage, phys, _ = pieces[0]  # one extent holds it all: one read, no copy
+            return self.dev.read(self.base + phys * PAGE_SIZE + (off - lpage * PAGE_SIZE), size)
+        out = bytearray(size)
+        for lpage, phys, count in pieces:
             s = max(off, lpage * PAGE_SIZE)
             e = min(off + size, (lpage + count) * PAGE_SIZE)
             if s >= e:
                 continue
             dev_off = self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE)
             out[s - off : e - off] = self.dev.read(dev_off, e - s)
-        with self._cv:
-            self.stats["data_bytes_read"] += size
         return bytes(out)
 
     # ----- writing ------------------------------------------------------------------------------
@@ -185,16 +189,23 @@ class DataMap:
         view = memoryview(data)
         end = off + len(data)
         for lpage, phys, count in pieces:
-            if (lpage, phys, count) in new:
+            if lpage in fresh:
                 # whole pages: zero-pad the partial first and last page of a fresh extent
                 s_page, e_page = max(lpage, first), min(lpage + count, stop)
                 if s_page >= e_page:
                     continue
                 s, e = s_page * PAGE_SIZE, e_page * PAGE_SIZE
-                buf = bytearray(e - s)
                 ds, de = max(s, off), min(e, end)
-                buf[ds - s : de - s] = view[ds - off : de - off]
-                self.dev.write(self.base + (phys + s_page - lpage) * PAGE_SIZE, buf)
+                parts = [view[ds - off : de - off]]
+                if ds > s:
+                    parts.insert(0, bytes(ds - s))
+                if de < e:
+                    parts.append(bytes(e - de))
+                dev_off = self.base + (phys + s_page - lpage) * PAGE_SIZE
+                if len(parts) == 1:
+                    self.dev.write(dev_off, parts[0])
+                else:
+                    self.dev.write(dev_off, b"".join(parts))
             else:
                 s = max(off, lpage * PAGE_SIZE)
                 e = min(end, (lpage + count) * PAGE_SIZE)

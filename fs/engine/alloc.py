@@ -47,23 +47,35 @@ class Allocator:
         map_pid, bit = self._map_of(pid)
         return bool(self._bitmap(map_pid)[bit // 8] >> (bit % 8) & 1)
 
+    def _used_bits(self, first: int, count: int, cached: dict[int, int]) -> int:
+        """Bit i set: page ``first + i`` is allocated or quarantined (``count`` bits)."""
+        out, pid = 0, first
+        while pid < first + count:
+            m, bit = self._map_of(pid)
+            n = min(first + count - pid, self.bits_per_map - bit)
+            value = cached.get(m)
+            if value is None:
+                value = cached[m] = int.from_bytes(self._bitmap(m), "little")
+            out |= ((value >> bit) & ((1 << n) - 1)) << (pid - first)
+            pid += n
+        for q, n in self._quarantine.items():
+            lo, hi = max(q, first), min(q + n, first + count)
+            if lo < hi:
+                out |= ((1 << (hi - lo)) - 1) << (lo - first)
+        return out
+
     def _find_run(self, count: int, align: int) -> int:
         """First free run of ``count`` pages starting at a multiple of ``align``, from the cursor."""
         total = self.e.sb.page_count
         for start_from in (self._cursor, self.first_data):
             pid = -(-start_from // align) * align
-            cached: dict[int, bytes] = {}
+            cached: dict[int, int] = {}
             while pid + count <= total:
-                run_ok = True
-                for q in range(pid, pid + count):
-                    m, bit = self._map_of(q)
-                    bm = cached.get(m) or cached.setdefault(m, self._bitmap(m))
-                    if bm[bit // 8] >> (bit % 8) & 1 or self._quarantined(q):
-                        run_ok = False
-                        pid = -(-(q + 1) // align) * align
-                        break
-                if run_ok:
+                used = self._used_bits(pid, count, cached)
+                if not used:
                     return pid
+                last_used = pid + used.bit_length() - 1
+                pid = -(-(last_used + 1) // align) * align
         raise NoSpace(f"{self.e.name}: no free run of {count} page(s) (aligned to {align})")
 
     def _set(self, tx: Transaction, first: int, count: int, opcode: int) -> None:
@@ -88,12 +100,8 @@ class Allocator:
         if first < self.first_data or first + count > self.e.sb.page_count:
             return False
         with self._lock:
-            cached: dict[int, bytes] = {}
-            for q in range(first, first + count):
-                m, bit = self._map_of(q)
-                bm = cached.get(m) or cached.setdefault(m, self._bitmap(m))
-                if bm[bit // 8] >> (bit % 8) & 1 or self._quarantined(q):
-                    return False
+            if self._used_bits(first, count, {}):
+                return False
             self._set(tx, first, count, ops.OP_SET_BITS)
             self._cursor = max(self._cursor, first + count)
         return True
@@ -130,9 +138,6 @@ class Allocator:
 
         tx.pre_commit.append(hold)
         tx.post_commit.append(lambda handle: handle.add_callback(lambda: release(None)))
-
-    def _quarantined(self, pid: int) -> bool:
-        return any(first <= pid < first + n for first, n in self._quarantine.items())
 
     def quarantined_pages(self) -> int:
         with self._lock:

@@ -282,6 +282,22 @@ class BufferManager:
                 del self._frames[pid]
             self._unflushed.pop(pid, None)
 
+    def discard_range(self, first: int, count: int) -> None:
+        """:meth:`discard` for pages ``first .. first+count-1`` (none may be pinned)."""
+        with self._lock:
+            frames, unflushed = self._frames, self._unflushed
+            if len(frames) + len(unflushed) < count:  # few resident frames: walk them instead
+                pids = [p for p in list(frames) + list(unflushed) if first <= p < first + count]
+            else:
+                pids = [p for p in range(first, first + count) if p in frames or p in unflushed]
+            for pid in pids:
+                f = frames.get(pid)
+                if f is not None:
+                    if f.pins:
+                        raise RuntimeError(f"page {pid} is pinned; it cannot be discarded")
+                    del frames[pid]
+                unflushed.pop(pid, None)
+
     def drop_all(self) -> None:
         """Forget every frame without writing (unclean shutdown: what was not written is lost)."""
         with self._lock:

@@ -190,8 +190,7 @@ class Engine:
         written outside the log. Their frames are dropped, and a RAW_CLAIM record tells redo to
         drop what it rebuilt of them from older records: otherwise a crash could write a freed
         structure page back over file data (the problem ext3's revoke records solve)."""
-        for pid in range(first, first + count):
-            self.buffer.discard(pid)
+        self.buffer.discard_range(first, count)
         self.log.append(RecType.RAW_CLAIM, payload=RAW_CLAIM.pack(first, count))
 
     def page(self, pid: int) -> PinnedPage:

@@ -163,8 +163,8 @@ def recover(engine) -> RecoveryReport:
                 # ext3's "revoke": these pages were reused for raw data after the records just
                 # redone; the rebuilt frames must never be written over that data
                 first, count = RAW_CLAIM.unpack(rec.payload)
+                engine.buffer.discard_range(first, count)
                 for pid in range(first, first + count):
-                    engine.buffer.discard(pid)
                     if pid in dpt:
                         dpt[pid] = rec.lsn
     # ----- undo (appending CLRs needs the log: new epoch from here on)
