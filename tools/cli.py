@@ -282,7 +282,7 @@ def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_demo(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     from traxfs.tools.demo import run_demo
 
-    run_demo(a.workdir, size=a.size, as_json=out.as_json)
+    run_demo(a.workdir, size=a.size, as_json=out.as_json, rows=a.rows, volumes=a.volumes)
 
 
 # ----- parser ---------------------------------------------------------------------------------
@@ -369,9 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(top, sub, _size)
 
-    q = sub(top, "demo", cmd_demo, "the main job: volumes on image files, fio through them, a report")
+    q = sub(top, "demo", cmd_demo, "the main job: a volume on image files, mkfs, mount, fio and a Spark job "
+            "through the mount, unmount, fsck, a report")
     q.add_argument("--workdir", default="work", help="folder for the image files (default ./work)")
-    q.add_argument("--size", type=_size, default=256 << 20, help="size of each image file (default 256M)")
+    q.add_argument("--size", type=_size, default=1 << 30, help="size of each of the 4 image files (default 1G)")
+    q.add_argument("--rows", type=int, default=200_000, help="rows per Spark data set (default 200000)")
+    q.add_argument("--volumes", action="store_true", help="first, one volume of each layout driven by fio")
     return p
 
 
