@@ -42,16 +42,20 @@ from traxfs.fs.errors import FsError
 from traxfs.fs.inode_locks import InodeLocks
 from traxfs.fs.records import (
     CHUNK,
+    COOKIE_MASK,
+    FIRST_COOKIE,
     U64,
     Inode,
     chunk_key,
     cookie_key,
     dirent_key,
     ino_key,
+    name_cookie,
     prefix_range,
     xattr_key,
 )
 from traxfs.fs.superblock import KEY_NEXT_INO, create_trees, open_trees
+from traxfs.volume.overlay import OverlayDevice
 
 ROOT_INO = 1
 NAME_MAX = 255
@@ -61,6 +65,7 @@ XATTR_SIZE_MAX = 65536
 MAX_FILE_SIZE = 1 << 50
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
+XATTR_NAMESPACES = (b"user.", b"trusted.", b"security.")  # system.* would be ACLs: not supported
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
 RESERVED_ROOT_DIRS = ("queues", "tables")  # created by mkfs; filled by later layers
@@ -93,10 +98,12 @@ class FileSystem:
     def mkfs(dev, *, log_size: int | None = None, label: str = "") -> str:
         """Format ``dev`` (an open volume or image device) with an empty filesystem; returns
         its UUID. Everything on the device is lost."""
+        if len(label.encode()) > 32:
+            raise ValueError(f"label {label!r} is longer than 32 bytes")
         if log_size is None:
             log_size = min(256 << 20, max(16 << 20, dev.size // 16))
-        Engine.format(dev, log_size=log_size, name="traxfs")
-        eng = Engine.open(dev, name="traxfs")
+        Engine.format(dev, log_size=log_size, name=getattr(dev, "path", "traxfs"))
+        eng = Engine.open(dev, name=getattr(dev, "path", "traxfs"))
         try:
             tx = eng.begin()
             trees, sb = create_trees(eng, tx, label)
@@ -119,11 +126,21 @@ class FileSystem:
 
     @classmethod
     def open(cls, dev, *, commit_interval: float = 1.0, buffer_pages: int = 16384, where: str = "") -> FileSystem:
-        """Open (recovering the engine if it was not shut down cleanly) and reap orphans."""
-        policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
-        eng = Engine.open(dev, name="traxfs", buffer_pages=buffer_pages, policy=policy)
+        """Open (recovering the engine if it was not shut down cleanly) and reap orphans.
+
+        The engine is first opened on an :class:`OverlayDevice` (recovery included, nothing
+        written to ``dev``) to check that it holds a healthy filesystem: a refused open, a
+        foreign or damaged device, changes nothing."""
+        where = where or getattr(dev, "path", None) or repr(dev)
+        probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
         try:
-            trees, sb = open_trees(eng, where or getattr(dev, "path", None) or repr(dev))
+            open_trees(probe, where)
+        finally:
+            probe.unclean_shutdown()
+        policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
+        eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy)
+        try:
+            trees, sb = open_trees(eng, where)
             fs = cls(eng, trees, sb)
             fs.reap_orphans()
         except BaseException:
@@ -231,9 +248,10 @@ class FileSystem:
             return self._copy(child)
 
     def readdir(self, ino: int, after: int, limit: int = 256) -> list[tuple[bytes, Inode, int]]:
-        """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order.
-        Cookies never change and are never reused in a directory, so a listing that runs while
-        entries are added and removed returns every entry that existed throughout exactly once."""
+        """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order. An
+        entry's cookie never changes while it exists (``records.name_cookie``), so a listing that
+        runs while entries are added and removed returns every entry that existed throughout
+        exactly once."""
         with self._lock:
             self._dir(ino)
             out = []
@@ -267,8 +285,9 @@ class FileSystem:
         return ino
 
     def _add_entry(self, tx, parent: Inode, name: bytes, child: int) -> None:
-        cookie = parent.next_cookie
-        parent.next_cookie += 1
+        cookie = name_cookie(name)
+        while self.t["cookies"].get(cookie_key(parent.ino, cookie)) is not None:
+            cookie = cookie + 1 if cookie < COOKIE_MASK else FIRST_COOKIE
         self.t["dirents"].put(tx, dirent_key(parent.ino, name), U64.pack(child) + U64.pack(cookie))
         self.t["cookies"].put(tx, cookie_key(parent.ino, cookie), name)
 
@@ -656,6 +675,7 @@ class FileSystem:
 
     # ----- extended attributes ------------------------------------------------------------------
     def getxattr(self, ino: int, name: bytes) -> bytes:
+        self._check_xattr_name(name)
         with self._lock:
             self._get(ino)
             lo = xattr_key(ino, name, 0)
@@ -673,9 +693,15 @@ class FileSystem:
                     names.append(k[8:-3])
             return names
 
-    def setxattr(self, ino: int, name: bytes, value: bytes, flags: int = 0) -> None:
+    @staticmethod
+    def _check_xattr_name(name: bytes) -> None:
         if not name or len(name) > XATTR_NAME_MAX:
             raise FsError(errno.ERANGE, f"attribute name of {len(name)} bytes")
+        if not name.startswith(XATTR_NAMESPACES):
+            raise FsError(errno.EOPNOTSUPP, f"attribute namespace of {name!r} not supported")
+
+    def setxattr(self, ino: int, name: bytes, value: bytes, flags: int = 0) -> None:
+        self._check_xattr_name(name)
         if b"\0" in name:
             raise FsError(errno.EINVAL, "attribute name contains NUL")
         if len(value) > XATTR_SIZE_MAX:
@@ -702,6 +728,7 @@ class FileSystem:
         return bool(keys)
 
     def removexattr(self, ino: int, name: bytes) -> None:
+        self._check_xattr_name(name)
         with self._lock:
             node = self._copy(ino)
             with self._txn() as tx:

@@ -66,6 +66,7 @@ class TraxOperations(pyfuse3.Operations):
         self._fh = itertools.count(1)
         self._open: dict[int, int] = {}  # fh -> ino
         self._status: dict[int, bytes] = {}  # fh -> status file contents (fixed at open)
+        self._dirs: dict[int, int] = {}  # directory fh -> ino
         self._mounted_ns = time.time_ns()
 
     # ----- plumbing -----------------------------------------------------------------------------
@@ -266,10 +267,12 @@ class TraxOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.ENOTDIR)
         elif inode not in (TRAX_DIR, SNAP_DIR):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
-        return inode
+        fh = next(self._fh)
+        self._dirs[fh] = inode
+        return fh
 
     async def readdir(self, fh, start_id, token):
-        ino = fh
+        ino = self._dirs[fh]
         if ino == TRAX_DIR:
             for i, name in enumerate(STATUS_FILES):
                 if i + 1 > start_id and not pyfuse3.readdir_reply(
@@ -285,7 +288,9 @@ class TraxOperations(pyfuse3.Operations):
                     return
         after = start_id
         while True:
-            batch = await self._run(self.fs.readdir, ino, after)
+            # small batches: the kernel's buffer holds a few dozen entries, and each entry's
+            # attributes cost an inode lookup
+            batch = await self._run(self.fs.readdir, ino, after, 32)
             if not batch:
                 return
             for name, node, cookie in batch:
@@ -296,11 +301,11 @@ class TraxOperations(pyfuse3.Operations):
                 after = cookie
 
     async def releasedir(self, fh):
-        return None
+        self._dirs.pop(fh, None)
 
     async def fsyncdir(self, fh, datasync):
-        if fh < VIRTUAL_BASE:
-            await self._run(self.fs.fsync, fh, bool(datasync))
+        if self._dirs[fh] < VIRTUAL_BASE:
+            await self._run(self.fs.fsync, None, bool(datasync))
 
     # ----- extended attributes ------------------------------------------------------------------
     async def getxattr(self, inode, name, ctx):

@@ -19,6 +19,7 @@ orphans         ino                                          empty: unlinked, st
 
 from __future__ import annotations
 
+import hashlib
 import stat
 import struct
 from dataclasses import dataclass
@@ -26,10 +27,11 @@ from dataclasses import dataclass
 U64 = struct.Struct(">Q")
 U64X2 = struct.Struct(">QQ")
 EXTENT = struct.Struct(">QI")  # first device page, page count
-INODE = struct.Struct("<IIIIQQqqqqQQ")
+INODE = struct.Struct("<IIIIQQqqqqQ")
 INODE_VERSION = 1
 CHUNK = 1000  # bytes per chunk of a long value (a B+tree entry holds key + value <= 1300)
 FIRST_COOKIE = 16  # readdir cookies below this are the virtual entries of the root
+COOKIE_MASK = (1 << 62) - 1
 
 
 @dataclass
@@ -45,12 +47,11 @@ class Inode:
     mtime_ns: int = 0
     ctime_ns: int = 0
     crtime_ns: int = 0
-    next_cookie: int = FIRST_COOKIE  # directories: the cookie the next entry gets
     generation: int = 0
 
     def pack(self) -> bytes:
         return INODE.pack(self.mode, self.uid, self.gid, self.nlink, self.size, self.rdev, self.atime_ns,
-                          self.mtime_ns, self.ctime_ns, self.crtime_ns, self.next_cookie, self.generation)
+                          self.mtime_ns, self.ctime_ns, self.crtime_ns, self.generation)
 
     @classmethod
     def unpack(cls, ino: int, raw: bytes) -> Inode:
@@ -67,6 +68,15 @@ class Inode:
     @property
     def is_link(self) -> bool:
         return stat.S_ISLNK(self.mode)
+
+
+def name_cookie(name: bytes) -> int:
+    """A directory entry's readdir cookie: a hash of its name (the first free value from it on
+    collision). Listings run in hash order, as ext4's htree does: an entry created during a
+    listing lands before or after the reader's position at random, so a listing ends even while
+    others keep adding entries; with cookies that only grew, a reader slower than a writer never
+    would."""
+    return max(FIRST_COOKIE, int.from_bytes(hashlib.blake2b(name, digest_size=8).digest(), "big") & COOKIE_MASK)
 
 
 def ino_key(ino: int) -> bytes:

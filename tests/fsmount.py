@@ -26,10 +26,18 @@ def trax(*args: str, home: Path, check: bool = True, timeout: float = 120) -> su
                           capture_output=True, text=True, check=check, timeout=timeout)
 
 
+def is_mounted(mp: Path) -> bool:
+    """From the mount table: ``os.path.ismount`` says False for a FUSE mount whose server died
+    (stat fails with ENOTCONN), which would leave it behind."""
+    target = os.path.realpath(mp)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == target for line in f)
+
+
 def _unmount(mp: Path) -> None:
-    if os.path.ismount(mp):
+    if is_mounted(mp):
         subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
-    if os.path.ismount(mp):  # busy or a dead server: detach lazily so the test run never hangs
+    if is_mounted(mp):  # busy or a dead server: detach lazily so the test run never hangs
         subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
 
 

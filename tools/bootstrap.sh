@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what traxfs needs on a fresh Debian machine, idempotently: the Debian packages (FUSE 3,
-# its headers, pkg-config, fio) and a virtual environment in .venv with traxfs and its test tools.
+# its headers, pkg-config, fio, and a Java runtime for Spark when no java is on PATH) and a
+# virtual environment in .venv with traxfs and its test tools.
 # Sourced by tools/main.sh and tools/test.sh; safe to rerun (it skips what is already there).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,6 +11,9 @@ missing=()
 for d in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q "install ok installed" || missing+=("$d")
 done
+# PySpark (tools/spark_job.py) starts a JVM: Spark 4 needs Java 17 or later. Any java already on
+# PATH is used as it is; only a machine without one gets Debian's headless JRE.
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "bootstrap: installing Debian packages: ${missing[*]}" >&2

@@ -43,15 +43,24 @@ def _fail(msg: str) -> VolumeError:
 def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
     from traxfs.fs.filesystem import FileSystem
 
-    with open_target(reg, a.target, create_size=a.size) as (dev, info):
-        if not a.force:
-            _refuse_existing(dev, a.target)
-        try:
-            uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "")
-        except ValueError as e:
-            raise UsageError(f"{a.target}: {e}") from None
-        out.emit({"uuid": uid, **info}, lambda: f"{a.target}: traxfs created ({format_size(info['size'])}, "
-                 f"uuid {uid})")
+    created = a.size is not None and not os.path.exists(a.target)
+    try:
+        with open_target(reg, a.target, create_size=a.size if created else None) as (dev, info):
+            if not a.force:
+                _refuse_existing(dev, a.target)
+            if a.size is not None and not created and dev.size < a.size and hasattr(dev, "fd"):
+                os.ftruncate(dev.fd, a.size)  # grow the existing image only once formatting is decided
+                dev.size = info["size"] = a.size
+            try:
+                uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "")
+            except ValueError as e:
+                raise UsageError(f"{a.target}: {e}") from None
+    except BaseException:
+        if created:
+            Path(a.target).unlink(missing_ok=True)  # a failed mkfs leaves no new image behind
+        raise
+    out.emit({"uuid": uid, **info}, lambda: f"{a.target}: traxfs created ({format_size(info['size'])}, "
+             f"uuid {uid})")
 
 
 def _refuse_existing(dev, target: str) -> None:
@@ -104,11 +113,15 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("traxfs.mount")
 
+    # the pidfile asked for, and always the one `trax umount` finds by the mount point
+    pidfiles = {pidfile, _pidfile(reg, a.mountpoint)}
+
     def ready() -> None:
-        pidfile.parent.mkdir(parents=True, exist_ok=True)
-        tmp = pidfile.with_suffix(".tmp")
-        tmp.write_text(f"{os.getpid()}\n")
-        os.replace(tmp, pidfile)
+        for pf in pidfiles:
+            pf.parent.mkdir(parents=True, exist_ok=True)
+            tmp = pf.with_suffix(".tmp")
+            tmp.write_text(f"{os.getpid()}\n")
+            os.replace(tmp, pf)
         log.info("%s mounted on %s (pid %d)", a.target, a.mountpoint, os.getpid())
         print(f"{a.target} mounted on {a.mountpoint}", flush=True)
 
@@ -118,7 +131,8 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
                   commit_interval=a.commit_interval, volume_info=lambda: info, ready=ready)
         log.info("%s unmounted from %s; filesystem closed cleanly", a.target, a.mountpoint)
     finally:
-        pidfile.unlink(missing_ok=True)
+        for pf in pidfiles:
+            pf.unlink(missing_ok=True)
 
 
 def cmd_umount(a: argparse.Namespace, reg: Registry, out) -> None:
@@ -205,3 +219,4 @@ def add_parsers(top, sub, size_type) -> None:
     q = sub(top, "fsck", cmd_fsck, "check and repair an unmounted traxfs filesystem (trax-fsck(8))")
     q.add_argument("target", metavar="VG/LV|DEVICE")
     q.add_argument("--repair", "-y", action="store_true", help="repair what can be repaired")
+    q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")

@@ -1,0 +1,54 @@
+"""A device whose writes stay in memory: the device underneath is never written.
+
+For looking before leaping: ``trax mount`` and ``trax fsck`` first open the engine (which may
+run recovery, and always writes its superblock) on an overlay to see whether it holds a healthy
+filesystem at all; only then on the device itself. A refused mount therefore changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from traxfs.volume.device import Device
+
+SECTOR = 512
+
+
+class OverlayDevice(Device):
+    def __init__(self, inner: Device):
+        self.inner = inner
+        self.path = f"overlay({getattr(inner, 'path', None) or repr(inner)})"
+        self.size = inner.size
+        self.block_size = getattr(inner, "block_size", SECTOR)
+        self._sectors: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+
+    def read(self, offset: int, length: int) -> bytes:
+        self._check(offset, length)
+        data = bytearray(self.inner.read(offset, length))
+        with self._lock:
+            if self._sectors:
+                for s in range(offset // SECTOR, -(-(offset + length) // SECTOR)):
+                    held = self._sectors.get(s)
+                    if held is not None:
+                        lo, hi = max(s * SECTOR, offset), min((s + 1) * SECTOR, offset + length)
+                        data[lo - offset : hi - offset] = held[lo - s * SECTOR : hi - s * SECTOR]
+        return bytes(data)
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        self._check(offset, len(data))
+        data = bytes(data)
+        first, last = offset // SECTOR, (offset + len(data) - 1) // SECTOR
+        if not data:
+            return
+        base = bytearray(self.read(first * SECTOR, (last - first + 1) * SECTOR))
+        base[offset - first * SECTOR : offset - first * SECTOR + len(data)] = data
+        with self._lock:
+            for i, s in enumerate(range(first, last + 1)):
+                self._sectors[s] = bytes(base[i * SECTOR : (i + 1) * SECTOR])
+
+    def flush(self) -> None:
+        """Nothing reaches the device underneath."""
+
+    def close(self) -> None:
+        self._sectors.clear()
