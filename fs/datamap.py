@@ -141,6 +141,16 @@ class DataMap:
         return bytes(out)
 
     # ----- writing ------------------------------------------------------------------------------
+    def has_holes(self, ino: int, off: int, length: int) -> bool:
+        """Does [off, off+length) touch a page no extent maps?"""
+        first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
+        cur = first
+        for lpage, _, count in self.extents(ino, first, stop):
+            if lpage > cur:
+                return True
+            cur = max(cur, lpage + count)
+        return cur < stop
+
     def allocate(self, tx, ino: int, off: int, length: int) -> list[tuple[int, int, int]]:
         """Allocate pages for the holes in [off, off+length); returns new (file page, device
         page, count) pieces, not yet in the map (see :meth:`publish`)."""

@@ -143,6 +143,8 @@ class FileSystem:
             trees, sb = open_trees(eng, where)
             fs = cls(eng, trees, sb)
             fs.reap_orphans()
+            threading.Thread(target=fs._flusher, args=(commit_interval / 2,), name="inode-flusher",
+                             daemon=True).start()
         except BaseException:
             eng.unclean_shutdown()
             raise
@@ -156,6 +158,8 @@ class FileSystem:
         self._lock = threading.RLock()
         self._ilocks = InodeLocks()
         self._cache: dict[int, Inode] = {}
+        self._dirty: set[int] = set()  # cached inodes with changes not yet logged (size, times)
+        self._stop_flusher = threading.Event()
         self._refs: dict[int, int] = {}
         self.last_commit = None
         self.stats = {"transactions": 0, "aborts": 0, "fsyncs": 0}
@@ -165,7 +169,9 @@ class FileSystem:
         """Clean shutdown: flush data, checkpoint, stop the engine."""
         if self.closed:
             return
+        self.flush_inodes()
         with self._lock:
+            self._stop_flusher.set()
             self.closed = True
             self.data.flush_data()
             self.e.close()
@@ -173,31 +179,44 @@ class FileSystem:
     def crash(self) -> None:
         """Stop without writing anything more (tests: as if the process had died)."""
         with self._lock:
+            self._stop_flusher.set()
             self.closed = True
             self.e.unclean_shutdown()
 
     # ----- transactions and the inode cache -----------------------------------------------------
-    @contextmanager
-    def _txn(self):
-        """One atomic operation: abort on any error (the inode cache forgets what it touched)."""
+    def _begin(self):
         if self.closed:
             raise FsError(errno.EIO, "filesystem is closed")
         tx = self.e.begin()
-        tx.touched = set()
+        tx.nodes = {}  # inodes this transaction wrote: the cache takes them at commit
+        return tx
+
+    def _commit(self, tx) -> None:
+        self.last_commit = self.e.soft_commit(tx)
+        self.stats["transactions"] += 1
+        self._cache.update(tx.nodes)
+        self._dirty.difference_update(tx.nodes)
+
+    def _abort(self, tx, ex: BaseException | None = None) -> None:
+        """Roll back; the cache never saw the transaction's inodes. Engine errors that mean
+        "no space" become ENOSPC."""
+        self.e.abort(tx)
+        self.stats["aborts"] += 1
+        if isinstance(ex, NoSpace):
+            raise FsError(errno.ENOSPC, str(ex)) from None
+        if isinstance(ex, LogFull):
+            raise FsError(errno.ENOSPC, f"log full: {ex}") from None
+
+    @contextmanager
+    def _txn(self):
+        """One atomic operation: commit at the end, abort on any error."""
+        tx = self._begin()
         try:
             yield tx
         except BaseException as ex:
-            self.e.abort(tx)
-            self.stats["aborts"] += 1
-            for ino in tx.touched:
-                self._cache.pop(ino, None)
-            if isinstance(ex, NoSpace):
-                raise FsError(errno.ENOSPC, str(ex)) from None
-            if isinstance(ex, LogFull):
-                raise FsError(errno.ENOSPC, f"log full: {ex}") from None
+            self._abort(tx, ex)
             raise
-        self.last_commit = self.e.soft_commit(tx)
-        self.stats["transactions"] += 1
+        self._commit(tx)
 
     def _get(self, ino: int) -> Inode:
         node = self._cache.get(ino)
@@ -206,15 +225,39 @@ class FileSystem:
             if raw is None:
                 raise FsError(errno.ENOENT, f"inode {ino} does not exist")
             node = Inode.unpack(ino, raw)
-            if len(self._cache) > 65536:
-                self._cache.clear()
+            if len(self._cache) > 65536:  # forget clean inodes; dirty ones are not yet logged
+                self._cache = {i: n for i, n in self._cache.items() if i in self._dirty}
             self._cache[ino] = node
         return node
 
     def _put(self, tx, node: Inode) -> None:
-        tx.touched.add(node.ino)
+        """Log ``node`` in ``tx``. Operations read each inode once and then change their own
+        copy, so nothing needs the new version before the commit hands it to the cache."""
         self.t["inodes"].put(tx, ino_key(node.ino), node.pack())
-        self._cache[node.ino] = node
+        tx.nodes[node.ino] = node
+
+    def flush_inodes(self) -> int:
+        """Log the inodes whose size and times changed in memory only (writes into allocated
+        space), in one transaction: after the data they describe, so ordered mode holds."""
+        with self._lock:
+            if not self._dirty or self.closed:
+                return 0
+            inos = sorted(self._dirty)
+            with self._txn() as tx:
+                for ino in inos:
+                    if ino in self._cache and self.t["inodes"].get(ino_key(ino)) is not None:
+                        self._put(tx, self._cache[ino])
+            self._dirty.difference_update(inos)
+            return len(inos)
+
+    def _flusher(self, interval: float) -> None:
+        """The periodic commit of in-memory inode changes (with the log daemon's T, the bound
+        on what an unclean stop loses)."""
+        while not self._stop_flusher.wait(interval):
+            try:
+                self.flush_inodes()
+            except Exception:  # noqa: BLE001  (closed meanwhile, or out of space: next round)
+                continue
 
     def _copy(self, ino: int) -> Inode:
         n = self._get(ino)
@@ -567,36 +610,37 @@ class FileSystem:
                 node = self._copy(ino)
                 if not node.is_reg:
                     raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
-                tx = self.e.begin()
-                tx.touched = set()
-                try:
-                    new = self.data.allocate(tx, ino, off, len(data))
-                except NoSpace as ex:
-                    self.e.abort(tx)
-                    raise FsError(errno.ENOSPC, str(ex)) from None
-                except BaseException:
-                    self.e.abort(tx)
-                    raise
+                tx, new = None, []
+                if self.data.has_holes(ino, off, len(data)):
+                    tx = self._begin()
+                    try:
+                        new = self.data.allocate(tx, ino, off, len(data))
+                    except BaseException as ex:
+                        self._abort(tx, ex)
+                        raise
             try:
                 zero_from = node.size if off > node.size else None
                 self.data.write_data(ino, off, data, new, zero_from)
-            except BaseException:
-                with self._lock:
-                    self.e.abort(tx)
+            except BaseException as ex:
+                if tx is not None:
+                    with self._lock:
+                        self._abort(tx, ex)
                 raise
             with self._lock:
+                node = self._copy(ino)
+                node.size = max(node.size, off + len(data))
+                node.mtime_ns = node.ctime_ns = _now()
+                if tx is None:  # into allocated space: the new size and times wait in memory
+                    self._cache[ino] = node
+                    self._dirty.add(ino)
+                    return len(data)
                 try:
                     self.data.publish(tx, ino, new)
-                    node = self._copy(ino)
-                    node.size = max(node.size, off + len(data))
-                    node.mtime_ns = node.ctime_ns = _now()
                     self._put(tx, node)
-                except BaseException:
-                    self.e.abort(tx)
-                    self._cache.pop(ino, None)
+                except BaseException as ex:
+                    self._abort(tx, ex)
                     raise
-                self.last_commit = self.e.soft_commit(tx)
-                self.stats["transactions"] += 1
+                self._commit(tx)
         return len(data)
 
     def truncate(self, ino: int, size: int) -> None:
@@ -646,7 +690,6 @@ class FileSystem:
     def _destroy(self, node: Inode) -> None:
         ino = node.ino
         with self._txn() as tx:
-            tx.touched.add(ino)
             if node.is_reg:
                 self.data.truncate(tx, ino, 0)
             for tree in (self.t["xattrs"], self.t["symlinks"]):
@@ -655,6 +698,7 @@ class FileSystem:
             self.t["inodes"].delete(tx, ino_key(ino))
             self.t["orphans"].delete(tx, ino_key(ino))
         self._cache.pop(ino, None)
+        self._dirty.discard(ino)
 
     def reap_orphans(self) -> int:
         """At mount: destroy inodes that were unlinked while open when the daemon stopped."""
@@ -742,6 +786,7 @@ class FileSystem:
         """Make everything written so far durable: the data first, then the log up to now.
         (The log is one sequence: forcing it for this inode forces every earlier change too.)"""
         self.stats["fsyncs"] += 1
+        self.flush_inodes()
         self.data.flush_data()
         self.e.log.force(self.e.log.reserved())
 
@@ -758,7 +803,7 @@ class FileSystem:
         """Counters for /.trax/: engine, buffer, log, data, filesystem."""
         with self._lock:
             return {"filesystem": {"uuid": self.sb.uuid, "label": self.sb.label, "version": self.sb.version,
-                                   **self.stats, "cached_inodes": len(self._cache),
+                                   **self.stats, "cached_inodes": len(self._cache), "dirty_inodes": len(self._dirty),
                                    "referenced_inodes": len(self._refs)},
                     "data": {**self.data.stats, "track_pages": self.data.track,
                              "quarantined_pages": self.e.alloc.quarantined_pages()},

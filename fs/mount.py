@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 from collections.abc import Callable
 
@@ -19,36 +18,13 @@ import pyfuse3
 import trio
 
 from traxfs.fs.filesystem import FileSystem
+from traxfs.fs.fuse_loop import serve_loop
 from traxfs.fs.fuse_ops import TraxOperations
 
 log = logging.getLogger("traxfs.fs")
 
 MIN_TASKS, MAX_TASKS = 8, 64
 _one_session = threading.Lock()
-
-
-async def _main(probe: str, ready: Callable[[], None] | None, on_signals: bool) -> None:
-    async with trio.open_nursery() as nursery:
-        if on_signals:
-            nursery.start_soon(_stop_on_signal)
-        nursery.start_soon(trio.to_thread.run_sync, _probe, probe, ready)
-        await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)
-        nursery.cancel_scope.cancel()
-
-
-def _probe(path: str, ready: Callable[[], None] | None) -> None:
-    """In a worker thread: stat returns only once the kernel's INIT is answered (mount live)."""
-    os.stat(path)
-    if ready is not None:
-        ready()
-
-
-async def _stop_on_signal() -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for sig in signals:
-            log.info("signal %d: unmounting", sig)
-            pyfuse3.terminate()
-            return
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", allow_other: bool = False,
@@ -68,7 +44,7 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", allow_other: bool = F
             pyfuse3.init(ops, mountpoint, options)
             try:
                 on_signals = threading.current_thread() is threading.main_thread()
-                trio.run(_main, os.path.join(mountpoint, ".trax"), ready, on_signals)
+                trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS, MAX_TASKS)
             finally:
                 pyfuse3.close(unmount=True)
         finally:

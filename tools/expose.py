@@ -50,7 +50,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
 import stat
 import threading
 import time
@@ -60,6 +59,7 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
+from traxfs.fs.fuse_loop import serve_loop
 from traxfs.volume.errors import VolumeError
 from traxfs.volume.logical import OpenLogicalVolume
 
@@ -207,31 +207,6 @@ class VolumeFile(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EIO) from None
 
 
-async def _main(path: str, ready: Callable[[], None] | None, on_signals: bool) -> None:
-    async with trio.open_nursery() as nursery:
-        if on_signals:
-            nursery.start_soon(_stop_on_signal)
-        nursery.start_soon(trio.to_thread.run_sync, _probe, path, ready)
-        await pyfuse3.main(min_tasks=MIN_TASKS, max_tasks=MAX_TASKS)  # until unmounted or terminate()d
-        nursery.cancel_scope.cancel()
-
-
-def _probe(path: str, ready: Callable[[], None] | None) -> None:
-    """Runs in a worker thread while the loop serves: the stat only returns once the kernel's
-    INIT has been answered and the file can be looked up, i.e. once the mount is really live."""
-    os.stat(path)
-    if ready is not None:
-        ready()
-
-
-async def _stop_on_signal() -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for sig in signals:
-            log.info("signal %d: unmounting", sig)
-            pyfuse3.terminate()
-            return
-
-
 def serve(lv: OpenLogicalVolume, mountpoint: str, filename: str = "volume", *, allow_other: bool = False,
           ready: Callable[[], None] | None = None) -> None:
     """Mount ``lv`` as ``mountpoint/filename`` and serve it until unmounted (``fusermount3 -u``)
@@ -250,7 +225,7 @@ def serve(lv: OpenLogicalVolume, mountpoint: str, filename: str = "volume", *, a
         pyfuse3.init(ops, mountpoint, options)
         try:
             on_signals = threading.current_thread() is threading.main_thread()
-            trio.run(_main, os.path.join(mountpoint, filename), ready, on_signals)
+            trio.run(serve_loop, os.path.join(mountpoint, filename), ready, on_signals, MIN_TASKS, MAX_TASKS)
         finally:
             pyfuse3.close(unmount=True)  # a no-op when fusermount3 -u already ended the session
             lv.flush()

@@ -29,7 +29,6 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -40,6 +39,8 @@ from typing import Any
 
 import pyfuse3
 import trio
+
+from traxfs.fs.fuse_loop import serve_loop
 
 log = logging.getLogger(__name__)
 
@@ -293,31 +294,6 @@ class Passthrough(pyfuse3.Operations):
 
 
 # ----- serving ----------------------------------------------------------------------------------
-async def _main(mountpoint: str, ready: Callable[[], None] | None, on_signals: bool) -> None:
-    async with trio.open_nursery() as nursery:
-        if on_signals:
-            nursery.start_soon(_stop_on_signal)
-        nursery.start_soon(trio.to_thread.run_sync, _probe, mountpoint, ready)
-        await pyfuse3.main(min_tasks=4, max_tasks=64)  # until unmounted or terminate()d
-        nursery.cancel_scope.cancel()
-
-
-def _probe(mountpoint: str, ready: Callable[[], None] | None) -> None:
-    """In a worker thread while the loop serves: the stat returns only once the kernel's INIT has
-    been answered, i.e. once the mount is really live."""
-    os.stat(mountpoint)
-    if ready is not None:
-        ready()
-
-
-async def _stop_on_signal() -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for sig in signals:
-            log.info("signal %d: unmounting", sig)
-            pyfuse3.terminate()
-            return
-
-
 def serve(source: str, mountpoint: str, *, allow_other: bool = False,
           ready: Callable[[], None] | None = None) -> None:
     """Mirror ``source`` at ``mountpoint`` until unmounted (``fusermount3 -u``) or, when called in
@@ -335,7 +311,7 @@ def serve(source: str, mountpoint: str, *, allow_other: bool = False,
         pyfuse3.init(Passthrough(source), mountpoint, options)
         try:
             on_signals = threading.current_thread() is threading.main_thread()
-            trio.run(_main, mountpoint, ready, on_signals)
+            trio.run(serve_loop, mountpoint, ready, on_signals, 4, 64)
         finally:
             pyfuse3.close(unmount=True)  # a no-op when fusermount3 -u already ended the session
     finally:
