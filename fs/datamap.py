@@ -41,6 +41,7 @@ from traxfs.fs.records import EXTENT, extent_key, prefix_range
 from traxfs.fs.struct.btree import BTree
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
+PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file
 
 
 def _track_pages(dev, pages_offset: int) -> int:
@@ -151,19 +152,31 @@ class DataMap:
             cur = max(cur, lpage + count)
         return cur < stop
 
-    def allocate(self, tx, ino: int, off: int, length: int) -> list[tuple[int, int, int]]:
+    def allocate(self, tx, ino: int, off: int, length: int, size: int = 0) -> list[tuple[int, int, int]]:
         """Allocate pages for the holes in [off, off+length); returns new (file page, device
-        page, count) pieces, not yet in the map (see :meth:`publish`)."""
+        page, count) pieces, not yet in the map (see :meth:`publish`).
+
+        A write that grows the file (``size`` is its size before) also preallocates pages past
+        its end, as many as the file will have then, up to :data:`PREALLOC_PAGES`: a file
+        written by small appends allocates (and logs) once per doubling, then once per MiB,
+        instead of once per write. Preallocated pages are never readable before they are
+        written: reads stop at the size, and growing the size zeroes what it exposes."""
         first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
-        have = self.extents(ino, first, stop)
+        alloc_stop = stop
+        if off + length > size:
+            alloc_stop = stop + min(PREALLOC_PAGES, stop)
+            beyond = self.extents(ino, stop, alloc_stop)
+            if beyond:
+                alloc_stop = max(stop, min(lp for lp, _, _ in beyond))
+        have = self.extents(ino, first, alloc_stop)
         before = self.extents(ino, first - 1, first) if first else []
         holes, cur = [], first
         for lpage, _, count in have:
             if lpage > cur:
                 holes.append((cur, lpage))
             cur = max(cur, lpage + count)
-        if cur < stop:
-            holes.append((cur, stop))
+        if cur < alloc_stop:
+            holes.append((cur, alloc_stop))
         new = []
         for h0, h1 in holes:
             while h0 < h1:
@@ -189,13 +202,8 @@ class DataMap:
         fresh = {lp: (phys, n) for lp, phys, n in new}
         first, stop = off // PAGE_SIZE, -(-(off + len(data)) // PAGE_SIZE)
         pieces = sorted(self.extents(ino, first, stop) + new)
-        if zero_from is not None and zero_from % PAGE_SIZE and zero_from < off:
-            zpage = zero_from // PAGE_SIZE
-            zend = min(off, (zpage + 1) * PAGE_SIZE)
-            for lpage, phys, count in self.extents(ino, zpage, zpage + 1):
-                if lpage not in fresh and lpage <= zpage < lpage + count:
-                    dev_off = self.base + (phys + zpage - lpage) * PAGE_SIZE + zero_from % PAGE_SIZE
-                    self.dev.write(dev_off, bytes(zend - zero_from))
+        if zero_from is not None and zero_from < off:
+            self.zero_range(ino, zero_from, off)
         view = memoryview(data)
         end = off + len(data)
         for lpage, phys, count in pieces:
@@ -224,16 +232,19 @@ class DataMap:
                 self.dev.write(self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE), view[s - off : e - off])
         self._note_written(len(data))
 
-    def zero_tail(self, ino: int, old_size: int) -> None:
-        """Before a file grows past ``old_size`` by truncate: zero the rest of its last page."""
-        if old_size % PAGE_SIZE == 0:
-            return
-        page = old_size // PAGE_SIZE
-        for lpage, phys, count in self.extents(ino, page, page + 1):
-            if lpage <= page < lpage + count:
-                dev_off = self.base + (phys + page - lpage) * PAGE_SIZE + old_size % PAGE_SIZE
-                self.dev.write(dev_off, bytes(PAGE_SIZE - old_size % PAGE_SIZE))
-                self._note_written(PAGE_SIZE - old_size % PAGE_SIZE)
+    def zero_range(self, ino: int, start: int, end: int) -> None:
+        """Zero the mapped bytes of [start, end): the part of a file that growing its size is
+        about to expose (the old last page's tail, preallocated pages never written)."""
+        first, stop = start // PAGE_SIZE, -(-end // PAGE_SIZE)
+        zeros = 0
+        for lpage, phys, count in self.extents(ino, first, stop):
+            s = max(start, lpage * PAGE_SIZE)
+            e = min(end, (lpage + count) * PAGE_SIZE)
+            if s < e:
+                self.dev.write(self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE), bytes(e - s))
+                zeros += e - s
+        if zeros:
+            self._note_written(zeros)
 
     def publish(self, tx, ino: int, new: list[tuple[int, int, int]]) -> None:
         """Put freshly written extents into the map, merging with a physically contiguous

@@ -614,7 +614,7 @@ class FileSystem:
                 if self.data.has_holes(ino, off, len(data)):
                     tx = self._begin()
                     try:
-                        new = self.data.allocate(tx, ino, off, len(data))
+                        new = self.data.allocate(tx, ino, off, len(data), node.size)
                     except BaseException as ex:
                         self._abort(tx, ex)
                         raise
@@ -653,7 +653,7 @@ class FileSystem:
             if not node.is_reg:
                 raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
             if size > node.size:
-                self.data.zero_tail(ino, node.size)
+                self.data.zero_range(ino, node.size, size)
             with self._txn() as tx:
                 if size < node.size:
                     self.data.truncate(tx, ino, size)

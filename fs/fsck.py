@@ -7,7 +7,8 @@
 3. link counts: a file's ``nlink`` equals the entries naming it, a directory's is 2 plus its
    subdirectories; an inode no entry names is either an orphan (``nlink`` 0, on the orphan
    list) or lost;
-4. extents: inside the page file, allocated, no page owned twice, none past the file's size;
+4. extents: inside the page file, allocated, no page owned twice, none past the file's size
+   beyond the preallocation window (``datamap.PREALLOC_PAGES``);
    allocated data pages no extent owns are leaked.
 
 Repairs (``repair=True``), each one transaction: wrong link counts set from the entries;
@@ -26,6 +27,7 @@ import stat
 from collections import Counter
 from dataclasses import dataclass, field
 
+from traxfs.fs.datamap import PREALLOC_PAGES
 from traxfs.fs.engine.check import _allocated, check_engine
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
@@ -166,7 +168,7 @@ def _find(fs: FileSystem, f: dict) -> list[tuple[str, object]]:
         if node is None:
             out.append((f"extent of missing inode {ino} at file page {lpage}", _drop_extents(fs, ino)))
             continue
-        if lpage * PAGE_SIZE >= node.size:
+        if lpage * PAGE_SIZE >= node.size + PREALLOC_PAGES * PAGE_SIZE:  # past any preallocation
             out.append((f"inode {ino}: extent at file page {lpage} lies past the size {node.size}",
                         _truncate(fs, ino, node.size)))
         if phys < fs.e.alloc.first_data or phys + count > fs.e.sb.page_count:
