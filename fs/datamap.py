@@ -35,6 +35,7 @@ extent in place when the pages behind it are free, so sequential writers get lon
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.records import EXTENT, extent_key, prefix_range
@@ -70,6 +71,7 @@ class DataMap:
         self._written = 0  # generation: data writes completed
         self._flushed = 0  # generation covered by the last completed device flush
         self._flushing = False
+        self._maps: dict[int, tuple[list[int], list[tuple[int, int, int]]]] = {}
         self.stats = {"data_bytes_written": 0, "data_bytes_read": 0, "data_flushes": 0, "extents_allocated": 0}
         engine.log.before_write = self.flush_data
 
@@ -102,18 +104,31 @@ class DataMap:
 
     # ----- the map ------------------------------------------------------------------------------
     def extents(self, ino: int, first: int, stop: int) -> list[tuple[int, int, int]]:
-        """Extents (file page, device page, count) overlapping file pages [first, stop)."""
+        """Extents (file page, device page, count) overlapping file pages [first, stop).
+
+        Served from a per-file copy of its map (loaded whole on first use): a read or write
+        then costs a bisection instead of B+tree descents. The caller holds the file's inode
+        lock, so the map cannot change meanwhile; every change forgets the copy (``forget``),
+        and so does the end of the transaction that made it (an abort rolls the tree back)."""
+        cached = self._maps.get(ino)
+        if cached is None:
+            if len(self._maps) > 4096:
+                self._maps.clear()
+            cached = self._maps[ino] = ([], self.all_extents(ino))
+            cached[0].extend(lp for lp, _, _ in cached[1])
+        starts, entries = cached
+        i = max(0, bisect_right(starts, first) - 1)
         out = []
-        lo = self.tree.floor(extent_key(ino, first))
-        if lo is not None and lo[0][:8] == extent_key(ino, 0)[:8]:
-            lpage = int.from_bytes(lo[0][8:], "big")
-            phys, count = EXTENT.unpack(lo[1])
-            if lpage < first < lpage + count:
-                out.append((lpage, phys, count))
-        for k, v in self.tree.items(extent_key(ino, first), extent_key(ino, stop)):
-            phys, count = EXTENT.unpack(v)
-            out.append((int.from_bytes(k[8:], "big"), phys, count))
+        while i < len(entries) and entries[i][0] < stop:
+            lpage, _, count = entries[i]
+            if lpage + count > first:
+                out.append(entries[i])
+            i += 1
         return out
+
+    def forget(self, ino: int) -> None:
+        """Drop the cached map of ``ino`` (its extents changed, or a change was rolled back)."""
+        self._maps.pop(ino, None)
 
     def all_extents(self, ino: int) -> list[tuple[int, int, int]]:
         lo, hi = prefix_range(ino)
@@ -249,6 +264,8 @@ class DataMap:
     def publish(self, tx, ino: int, new: list[tuple[int, int, int]]) -> None:
         """Put freshly written extents into the map, merging with a physically contiguous
         predecessor (a file grown in place stays one extent)."""
+        self.forget(ino)
+        tx.extent_inos.add(ino)
         for lpage, phys, count in new:
             prev = self.tree.floor(extent_key(ino, lpage - 1)) if lpage else None
             if prev is not None and prev[0][:8] == extent_key(ino, 0)[:8]:
@@ -263,6 +280,8 @@ class DataMap:
         """Drop every page wholly past ``new_size``; returns the number of pages freed."""
         keep = -(-new_size // PAGE_SIZE)
         freed = 0
+        self.forget(ino)
+        tx.extent_inos.add(ino)
         for lpage, phys, count in self.extents(ino, keep, 1 << 62):
             if lpage >= keep:
                 self.tree.delete(tx, extent_key(ino, lpage))
@@ -273,6 +292,7 @@ class DataMap:
                 self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, cut))
                 self.e.alloc.free_region_after_durable(tx, phys + cut, count - cut)
                 freed += count - cut
+        self.forget(ino)  # the loop above read the map it was changing
         return freed
 
     def allocated_pages(self, ino: int) -> int:

@@ -68,6 +68,7 @@ RENAME_EXCHANGE = 2
 XATTR_NAMESPACES = (b"user.", b"trusted.", b"security.")  # system.* would be ACLs: not supported
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
+INO_BATCH = 1024
 RESERVED_ROOT_DIRS = ("queues", "tables")  # created by mkfs; filled by later layers
 
 
@@ -159,6 +160,7 @@ class FileSystem:
         self._ilocks = InodeLocks()
         self._cache: dict[int, Inode] = {}
         self._dirty: set[int] = set()  # cached inodes with changes not yet logged (size, times)
+        self._ino_next = self._ino_limit = 0  # the block of inode numbers being handed out
         self._stop_flusher = threading.Event()
         self._refs: dict[int, int] = {}
         self.last_commit = None
@@ -189,6 +191,8 @@ class FileSystem:
             raise FsError(errno.EIO, "filesystem is closed")
         tx = self.e.begin()
         tx.nodes = {}  # inodes this transaction wrote: the cache takes them at commit
+        tx.extent_inos = set()  # files whose extent map it changed: their cached maps are dropped
+        tx.ino_block = None  # a block of inode numbers it reserved
         return tx
 
     def _commit(self, tx) -> None:
@@ -196,12 +200,18 @@ class FileSystem:
         self.stats["transactions"] += 1
         self._cache.update(tx.nodes)
         self._dirty.difference_update(tx.nodes)
+        for ino in tx.extent_inos:
+            self.data.forget(ino)
 
     def _abort(self, tx, ex: BaseException | None = None) -> None:
         """Roll back; the cache never saw the transaction's inodes. Engine errors that mean
         "no space" become ENOSPC."""
         self.e.abort(tx)
         self.stats["aborts"] += 1
+        for ino in tx.extent_inos:
+            self.data.forget(ino)
+        if tx.ino_block is not None:  # the reservation was rolled back: reserve anew next time
+            self._ino_next = self._ino_limit = 0
         if isinstance(ex, NoSpace):
             raise FsError(errno.ENOSPC, str(ex)) from None
         if isinstance(ex, LogFull):
@@ -322,9 +332,16 @@ class FileSystem:
 
     # ----- creating entries ---------------------------------------------------------------------
     def _new_ino(self, tx) -> int:
-        raw = self.t["meta"].get(KEY_NEXT_INO)
-        ino = U64.unpack(raw)[0]
-        self.t["meta"].put(tx, KEY_NEXT_INO, U64.pack(ino + 1))
+        """Inode numbers are reserved in blocks of :data:`INO_BATCH`: the record moves once per
+        block, not once per create. A crash skips the rest of a block; numbers are never reused."""
+        if self._ino_next >= self._ino_limit:
+            start = U64.unpack(self.t["meta"].get(KEY_NEXT_INO))[0]
+            self.t["meta"].put(tx, KEY_NEXT_INO, U64.pack(start + INO_BATCH))
+            # the block is ours only once this transaction commits (see _commit)
+            tx.ino_block = (start, start + INO_BATCH)
+            self._ino_next, self._ino_limit = start, start + INO_BATCH
+        ino = self._ino_next
+        self._ino_next += 1
         return ino
 
     def _add_entry(self, tx, parent: Inode, name: bytes, child: int) -> None:

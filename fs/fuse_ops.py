@@ -51,6 +51,7 @@ TRAX_DIR = VIRTUAL_BASE
 SNAP_DIR = VIRTUAL_BASE + 1
 STATUS_FILES = ("engine.json", "log.json", "buffer.json", "data.json", "filesystem.json", "volume.json")
 STATUS_INO = {name: VIRTUAL_BASE + 16 + i for i, name in enumerate(STATUS_FILES)}
+CAPS = b"security.capability"
 VIRTUAL_ROOT_ENTRIES = ((b".trax", TRAX_DIR, 1), (b".snapshots", SNAP_DIR, 2))
 
 
@@ -67,6 +68,7 @@ class TraxOperations(pyfuse3.Operations):
         self._open: dict[int, int] = {}  # fh -> ino
         self._status: dict[int, bytes] = {}  # fh -> status file contents (fixed at open)
         self._dirs: dict[int, int] = {}  # directory fh -> ino
+        self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
         self._mounted_ns = time.time_ns()
 
     # ----- plumbing -----------------------------------------------------------------------------
@@ -311,10 +313,27 @@ class TraxOperations(pyfuse3.Operations):
     async def getxattr(self, inode, name, ctx):
         if inode >= VIRTUAL_BASE:
             raise pyfuse3.FUSEError(errno.ENODATA)
+        if name == CAPS:
+            # the kernel asks this before every write (may the write drop file capabilities?);
+            # the answer is cached per inode and served on the trio thread, no worker hop
+            has = self._caps.get(inode)
+            if has is False:
+                raise pyfuse3.FUSEError(errno.ENODATA)
+            if len(self._caps) > 1 << 17:
+                self._caps.clear()
+            try:
+                value = await self._run(self.fs.getxattr, inode, name)
+            except pyfuse3.FUSEError as e:
+                if e.errno == errno.ENODATA:
+                    self._caps[inode] = False
+                raise
+            self._caps[inode] = True
+            return value
         return await self._run(self.fs.getxattr, inode, name)
 
     async def setxattr(self, inode, name, value, ctx):
         self._refuse_virtual(inode)
+        self._caps.pop(inode, None)
         await self._run(self.fs.setxattr, inode, name, value)
 
     async def listxattr(self, inode, ctx):
@@ -324,6 +343,7 @@ class TraxOperations(pyfuse3.Operations):
 
     async def removexattr(self, inode, name, ctx):
         self._refuse_virtual(inode)
+        self._caps.pop(inode, None)
         await self._run(self.fs.removexattr, inode, name)
 
     # ----- whole filesystem ---------------------------------------------------------------------
