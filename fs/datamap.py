@@ -43,6 +43,7 @@ from traxfs.fs.struct.btree import BTree
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
 PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file
+HOLE_WINDOW_PAGES = 256  # a write into a hole allocates its whole 1 MiB window
 
 
 def _track_pages(dev, pages_offset: int) -> int:
@@ -183,9 +184,13 @@ class DataMap:
             beyond = self.extents(ino, stop, alloc_stop)
             if beyond:
                 alloc_stop = max(stop, min(lp for lp, _, _ in beyond))
-        have = self.extents(ino, first, alloc_stop)
-        before = self.extents(ino, first - 1, first) if first else []
-        holes, cur = [], first
+        # a write into a hole of the file fills the hole's whole window (the rest zeroed by
+        # write_data), so random small writes into a sparse file allocate once per window
+        alloc_first = first - first % HOLE_WINDOW_PAGES
+        alloc_stop = max(alloc_stop, min(alloc_first + HOLE_WINDOW_PAGES, -(-size // PAGE_SIZE)))
+        have = self.extents(ino, alloc_first, alloc_stop)
+        before = self.extents(ino, alloc_first - 1, alloc_first) if alloc_first else []
+        holes, cur = [], alloc_first
         for lpage, _, count in have:
             if lpage > cur:
                 holes.append((cur, lpage))
@@ -210,30 +215,35 @@ class DataMap:
                 h0 += n
         return new
 
-    def write_data(self, ino: int, off: int, data, new: list[tuple[int, int, int]], zero_from: int | None) -> None:
-        """Write ``data`` at ``off`` into pages mapped by the map or by ``new``. Fresh pages are
-        written whole (zero-padded); with ``zero_from`` (the old size, when this write extends
-        the file past a partial last page) the gap from it to the write is zeroed first."""
+    def write_data(self, ino: int, off: int, data, new: list[tuple[int, int, int]], size: int) -> None:
+        """Write ``data`` at ``off`` into pages mapped by the map or by ``new`` (``size``: the
+        file's size before). Fresh pages below the new size are written whole — the data, and
+        zeros around it — so none is ever read before it was written; fresh pages past the new
+        size (preallocation) are left alone. A gap between the old size and the write, in pages
+        mapped earlier, is zeroed first."""
         fresh = {lp: (phys, n) for lp, phys, n in new}
-        first, stop = off // PAGE_SIZE, -(-(off + len(data)) // PAGE_SIZE)
-        pieces = sorted(self.extents(ino, first, stop) + new)
-        if zero_from is not None and zero_from < off:
-            self.zero_range(ino, zero_from, off)
-        view = memoryview(data)
         end = off + len(data)
+        first, stop = off // PAGE_SIZE, -(-end // PAGE_SIZE)
+        limit = -(-max(size, end) // PAGE_SIZE)  # pages below the new size
+        pieces = sorted(self.extents(ino, first, stop) + new)
+        if off > size:
+            self.zero_range(ino, size, off)
+        view = memoryview(data)
         for lpage, phys, count in pieces:
             if lpage in fresh:
-                # whole pages: zero-pad the partial first and last page of a fresh extent
-                s_page, e_page = max(lpage, first), min(lpage + count, stop)
+                s_page, e_page = lpage, min(lpage + count, limit)
                 if s_page >= e_page:
                     continue
                 s, e = s_page * PAGE_SIZE, e_page * PAGE_SIZE
                 ds, de = max(s, off), min(e, end)
-                parts = [view[ds - off : de - off]]
-                if ds > s:
-                    parts.insert(0, bytes(ds - s))
-                if de < e:
-                    parts.append(bytes(e - de))
+                if ds >= de:  # a page of the hole's window the write does not reach: zeros
+                    parts = [bytes(e - s)]
+                else:
+                    parts = [view[ds - off : de - off]]
+                    if ds > s:
+                        parts.insert(0, bytes(ds - s))
+                    if de < e:
+                        parts.append(bytes(e - de))
                 dev_off = self.base + (phys + s_page - lpage) * PAGE_SIZE
                 if len(parts) == 1:
                     self.dev.write(dev_off, parts[0])

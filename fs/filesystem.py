@@ -636,8 +636,7 @@ class FileSystem:
                         self._abort(tx, ex)
                         raise
             try:
-                zero_from = node.size if off > node.size else None
-                self.data.write_data(ino, off, data, new, zero_from)
+                self.data.write_data(ino, off, data, new, node.size)
             except BaseException as ex:
                 if tx is not None:
                     with self._lock:
