@@ -532,3 +532,19 @@ def test_fsck_reports_then_repairs_logical_damage(rig: Rig) -> None:
     finally:
         fs.close()
         dev.close()
+
+
+def test_fsck_without_repair_writes_nothing_even_after_a_crash(rig: Rig) -> None:
+    rig.mkfs()
+    mp = rig.mountpoint()
+    pid = rig.mount(mp)
+    (mp / "f").write_bytes(b"x" * 100_000)
+    os.kill(pid, signal.SIGKILL)  # a crash: the next open must run recovery
+    assert wait_gone(pid)
+    subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
+    before = sha256(rig.image)
+    r = rig.run("fsck", rig.image)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sha256(rig.image) == before  # recovery and the check ran on a memory overlay
+    assert rig.run("fsck", rig.image, "--repair").returncode in (0, 1)
+    assert rig.run("fsck", rig.image).returncode == 0

@@ -26,6 +26,7 @@ from traxfs.fs.errors import FsError, NotTraxfs
 from traxfs.tools.fs_target import open_target
 from traxfs.tools.sizes import format_size
 from traxfs.volume.errors import UsageError, VolumeError
+from traxfs.volume.overlay import OverlayDevice
 from traxfs.volume.registry import Registry
 
 FS_ERRORS = (FsError, NotTraxfs, SuperblockError)
@@ -169,7 +170,8 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
 
     try:
         with open_target(reg, a.target) as (dev, _):
-            fs = FileSystem.open(dev, where=a.target)
+            # a check alone writes nothing: recovery and the check run on a memory overlay
+            fs = FileSystem.open(dev if a.repair else OverlayDevice(dev), where=a.target)
             try:
                 rep = fsck(fs, repair=a.repair)
             finally:
