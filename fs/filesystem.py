@@ -285,6 +285,12 @@ class FileSystem:
         raw = self.t["dirents"].get(dirent_key(parent, name))
         return None if raw is None else U64.unpack(raw[:8])[0]
 
+    def _need_child(self, parent: int, name: bytes) -> int:
+        child = self._child(parent, name)
+        if child is None:
+            raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+        return child
+
     # ----- reading the namespace ----------------------------------------------------------------
     def getattr(self, ino: int) -> Inode:
         with self._lock:
@@ -295,9 +301,7 @@ class FileSystem:
             raise FsError(errno.ENAMETOOLONG, f"name of {len(name)} bytes (limit {NAME_MAX})")
         with self._lock:
             self._dir(parent)
-            child = self._child(parent, name)
-            if child is None:
-                raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+            child = self._need_child(parent, name)
             return self._copy(child)
 
     def readdir(self, ino: int, after: int, limit: int = 256) -> list[tuple[bytes, Inode, int]]:
@@ -432,9 +436,7 @@ class FileSystem:
     def unlink(self, parent: int, name: bytes) -> None:
         with self._lock:
             p = self._dir(parent)
-            child = self._child(parent, name)
-            if child is None:
-                raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+            child = self._need_child(parent, name)
             node = self._copy(child)
             if node.is_dir:
                 raise FsError(errno.EISDIR, f"{name!r} is a directory")
@@ -453,9 +455,7 @@ class FileSystem:
     def rmdir(self, parent: int, name: bytes) -> None:
         with self._lock:
             p = self._dir(parent)
-            child = self._child(parent, name)
-            if child is None:
-                raise FsError(errno.ENOENT, f"{name!r} not found in directory {parent}")
+            child = self._need_child(parent, name)
             node = self._copy(child)
             if not node.is_dir:
                 raise FsError(errno.ENOTDIR, f"{name!r} is not a directory")
@@ -494,9 +494,7 @@ class FileSystem:
         with self._lock:
             op = self._dir(old_parent)
             np_ = op if new_parent == old_parent else self._dir(new_parent)
-            src = self._child(old_parent, old_name)
-            if src is None:
-                raise FsError(errno.ENOENT, f"{old_name!r} not found in directory {old_parent}")
+            src = self._need_child(old_parent, old_name)
             dst = self._child(new_parent, new_name)
             s = self._copy(src)
             if flags & RENAME_EXCHANGE:
