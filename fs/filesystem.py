@@ -355,6 +355,10 @@ class FileSystem:
         self.t["dirents"].put(tx, dirent_key(parent.ino, name), U64.pack(child) + U64.pack(cookie))
         self.t["cookies"].put(tx, cookie_key(parent.ino, cookie), name)
 
+    def _set_parent(self, tx, ino: int, parent: int) -> None:
+        """A directory's '..': an entry without a readdir cookie."""
+        self.t["dirents"].put(tx, dirent_key(ino, b".."), U64.pack(parent) + U64.pack(0))
+
     def _remove_entry(self, tx, parent: int, name: bytes) -> None:
         raw = self.t["dirents"].delete(tx, dirent_key(parent, name))
         cookie = U64.unpack(raw[8:16])[0]
@@ -386,7 +390,7 @@ class FileSystem:
                              mtime_ns=now, ctime_ns=now, crtime_ns=now)
                 self._put(tx, node)
                 if kind == stat.S_IFDIR:
-                    self.t["dirents"].put(tx, dirent_key(ino, b".."), U64.pack(parent) + U64.pack(0))
+                    self._set_parent(tx, ino, parent)
                     p.nlink += 1
                 if target is not None:
                     for i in range(0, len(target), CHUNK):
@@ -530,16 +534,12 @@ class FileSystem:
                 pnode = op if same else np_
                 self._add_entry(tx, pnode, new_name, src)
                 if s.is_dir and not same:
-                    self.t["dirents"].put(tx, dirent_key(src, b".."), U64.pack(new_parent) + U64.pack(0))
+                    self._set_parent(tx, src, new_parent)
                     op.nlink -= 1
                     np_.nlink += 1
                 s.ctime_ns = now
                 self._put(tx, s)
-                op.mtime_ns = op.ctime_ns = now
-                self._put(tx, op)
-                if not same:
-                    np_.mtime_ns = np_.ctime_ns = now
-                    self._put(tx, np_)
+                self._touch_parents(tx, op, np_, now)
             if d is not None:
                 self._maybe_destroy(dst)
             return None
@@ -559,17 +559,19 @@ class FileSystem:
             if not same:
                 for node, parent in ((s, np_), (d, op)):
                     if node.is_dir:
-                        self.t["dirents"].put(tx, dirent_key(node.ino, b".."), U64.pack(parent.ino) + U64.pack(0))
+                        self._set_parent(tx, node.ino, parent.ino)
                         parent.nlink += 1
                         (op if parent is np_ else np_).nlink -= 1
             for node in (s, d):
                 node.ctime_ns = now
                 self._put(tx, node)
-            op.mtime_ns = op.ctime_ns = now
-            self._put(tx, op)
-            if not same:
-                np_.mtime_ns = np_.ctime_ns = now
-                self._put(tx, np_)
+            self._touch_parents(tx, op, np_, now)
+
+    def _touch_parents(self, tx, op: Inode, np_: Inode, now: int) -> None:
+        """A rename changes both directories' mtime and ctime (one directory if they are one)."""
+        for parent in (op,) if np_ is op or np_.ino == op.ino else (op, np_):
+            parent.mtime_ns = parent.ctime_ns = now
+            self._put(tx, parent)
 
     # ----- attributes ---------------------------------------------------------------------------
     def setattr(self, ino: int, *, mode: int | None = None, uid: int | None = None, gid: int | None = None,

@@ -140,8 +140,7 @@ def _find(fs: FileSystem, f: dict) -> list[tuple[str, object]]:
             want_parent = ROOT_INO if ino == ROOT_INO else parent_of.get(ino)
             if f["dotdot"].get(ino) != want_parent and want_parent is not None:
                 out.append((f"directory {ino}: '..' is {f['dotdot'].get(ino)}, expected {want_parent}",
-                            _txn(fs, lambda tx, i=ino, p=want_parent: t["dirents"].put(
-                                tx, dirent_key(i, b".."), U64.pack(p) + U64.pack(0)))))
+                            _txn(fs, lambda tx, i=ino, p=want_parent: fs._set_parent(tx, i, p))))
         want = (2 + subdirs[ino]) if node.is_dir else links[ino]
         if node.is_dir and ino != ROOT_INO and links[ino] == 0:
             want = 0
@@ -252,7 +251,7 @@ def _lost_found(fs: FileSystem, ino: int):
             fs._add_entry(tx, p, f"#{ino}".encode(), ino)
             if node.is_dir:
                 p.nlink += 1
-                fs.t["dirents"].put(tx, dirent_key(ino, b".."), U64.pack(lf.ino) + U64.pack(0))
+                fs._set_parent(tx, ino, lf.ino)
             fs._put(tx, p)
             node.nlink = max(node.nlink, 1)
             fs._put(tx, node)

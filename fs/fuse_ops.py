@@ -52,6 +52,10 @@ SNAP_DIR = VIRTUAL_BASE + 1
 STATUS_FILES = ("engine.json", "log.json", "buffer.json", "data.json", "filesystem.json", "volume.json")
 STATUS_INO = {name: VIRTUAL_BASE + 16 + i for i, name in enumerate(STATUS_FILES)}
 CAPS = b"security.capability"
+SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, EntryAttributes field
+    ("update_mode", "mode", "st_mode"), ("update_uid", "uid", "st_uid"), ("update_gid", "gid", "st_gid"),
+    ("update_size", "size", "st_size"), ("update_atime", "atime_ns", "st_atime_ns"),
+    ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
 VIRTUAL_ROOT_ENTRIES = ((b".trax", TRAX_DIR, 1), (b".snapshots", SNAP_DIR, 2))
 
 
@@ -156,21 +160,7 @@ class TraxOperations(pyfuse3.Operations):
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         self._refuse_virtual(inode)
-        kw = {}
-        if fields.update_mode:
-            kw["mode"] = attr.st_mode
-        if fields.update_uid:
-            kw["uid"] = attr.st_uid
-        if fields.update_gid:
-            kw["gid"] = attr.st_gid
-        if fields.update_size:
-            kw["size"] = attr.st_size
-        if fields.update_atime:
-            kw["atime_ns"] = attr.st_atime_ns
-        if fields.update_mtime:
-            kw["mtime_ns"] = attr.st_mtime_ns
-        if fields.update_ctime:
-            kw["ctime_ns"] = attr.st_ctime_ns
+        kw = {arg: getattr(attr, field) for flag, arg, field in SETATTR_FIELDS if getattr(fields, flag)}
         return self._entry(await self._run(self.fs.setattr, inode, **kw))
 
     async def readlink(self, inode, ctx):
