@@ -12,6 +12,7 @@ import re
 import uuid
 from dataclasses import asdict, dataclass, field
 
+from traxfs.volume.disk.geometry import SECTOR, DiskSpec
 from traxfs.volume.errors import MetadataError, UsageError
 
 FORMAT = "traxfs-vg/1"
@@ -34,11 +35,25 @@ class Geometry:
     """What the volume manager knows of a device's tracks.
 
     ``kind`` is ``flat`` for devices without tracks (SSD, loop, image file): there the "track"
-    is the configured unit ``unit`` (bytes). The disk-model issue adds zoned geometries.
+    is the configured unit ``unit`` (bytes). ``zoned`` devices carry a whole disk description in
+    ``disk`` (a :class:`~traxfs.volume.disk.geometry.DiskSpec` document: zones with N, skews,
+    surfaces, slipped defects, switch and seek times) taken from a named model profile or from
+    black-box extraction (``source``); ``unit`` is then the outer zone's track size in bytes.
     """
 
     kind: str = "flat"
     unit: int = 256 * 1024
+    source: str = "flat"  # flat | profile | extracted
+    disk: dict | None = None
+
+    def disk_spec(self) -> DiskSpec:
+        if self.kind != "zoned" or self.disk is None:
+            raise UsageError("the device has no zoned geometry (it is flat)")
+        return DiskSpec.from_doc(self.disk)
+
+    @classmethod
+    def zoned(cls, spec: DiskSpec, source: str) -> Geometry:
+        return cls("zoned", spec.zones[0].sectors_per_track * SECTOR, source, spec.to_doc())
 
 
 @dataclass
