@@ -160,3 +160,28 @@ def test_concurrent_appends_with_aborts(eng):
     live = [r for r in records if r != bytes(8)]
     assert sorted(live) == sorted(set().union(*kept))  # aborted appends: holes, never values
     assert al.check() == []
+
+
+@pytest.mark.timeout(60)
+def test_bulk_create_then_append_past_its_range(tmp_path):
+    path = str(tmp_path / "engine.img")
+    eng = new_engine(path)
+    records = [rec(i) for i in range(3000)]
+    tx = eng.begin()
+    al = ArrayList.bulk_create(eng, tx, 12, records, "bulk")
+    eng.commit(tx)
+    assert len(al) == 3000 and [al.get(i) for i in range(0, 3000, 7)] == records[::7]
+    tx = eng.begin()
+    for i in range(3000, 4000):  # past the bulk-sized first range: a doubled range is added
+        assert al.append(tx, rec(i)) == i
+    eng.commit(tx)
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    al = ArrayList.open_named(eng, "bulk")
+    assert list(al) == [rec(i) for i in range(4000)] and al.check() == []
+    assert check_engine(eng, leaks=True) == []
+    with pytest.raises(ValueError, match="must be 12 bytes"):
+        ArrayList.bulk_create(eng, eng.begin(), 12, [b"short"])
+    for tx in eng.active_transactions():
+        eng.abort(tx)
+    eng.close()

@@ -375,3 +375,60 @@ class HashMachine(RuleBasedStateMachine):
 HashMachine.TestCase.settings = settings(max_examples=10, stateful_step_count=30, deadline=None,
                                          phases=IO_PHASES)
 TestHashMachine = HashMachine.TestCase
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [0, 1, 5, 700, 30000])
+def test_bulk_create_then_use_as_usual(eng, n):
+    """A bulk-built table has the shape one-by-one inserts would grow (bytes within FILL of the
+    buckets), passes its check, and behaves as any table afterwards (puts split it further)."""
+    rnd = random.Random(n)
+    items = {rnd.randbytes(rnd.randint(1, 30)): rnd.randbytes(rnd.randint(0, 300)) for _ in range(n)}
+    items[b"big"] = b"x" * (MAX_ENTRY - 3)  # a bucket overflowing into a chain is laid out too
+    tx = eng.begin()
+    h = LinearHash.bulk_create(eng, tx, items.items(), "bulk")
+    eng.commit(tx)
+    assert_healthy(h, items)
+    assert check_engine(eng, leaks=True) == []
+    tx = eng.begin()
+    for k in list(items)[: min(n // 2, 800)]:
+        assert h.delete(tx, k) == items.pop(k)
+    for _ in range(min(n, 800)):
+        k = rnd.randbytes(8)
+        h.put(tx, k, b"y" * 40)
+        items[k] = b"y" * 40
+    eng.commit(tx)
+    assert_healthy(h, items)
+
+
+@pytest.mark.timeout(120)
+def test_bulk_create_is_all_or_nothing(tmp_path):
+    path = str(tmp_path / "engine.img")
+    eng = new_engine(path)
+    items = [(b"%08d" % i, b"v" * 60) for i in range(20000)]
+    tx = eng.begin()  # aborted: no table, no page left allocated
+    LinearHash.bulk_create(eng, tx, items, "gone")
+    eng.abort(tx)
+    assert LinearHash.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
+    tx = eng.begin()  # crash before commit: the same
+    LinearHash.bulk_create(eng, tx, items, "gone")
+    eng.log.flush_all()
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    assert LinearHash.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
+    tx = eng.begin()  # committed, then a crash: every entry is there
+    LinearHash.bulk_create(eng, tx, items, "kept")
+    eng.commit(tx)
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    assert_healthy(LinearHash.open_named(eng, "kept"), dict(items))
+    assert check_engine(eng, leaks=True) == []
+    tx = eng.begin()
+    with pytest.raises(ValueError, match="duplicate key"):
+        LinearHash.bulk_create(eng, tx, [(b"a", b""), (b"a", b"")])
+    with pytest.raises(ValueError, match="exceeds the limit"):
+        LinearHash.bulk_create(eng, tx, [(b"a", b"x" * MAX_ENTRY)])
+    assert tx.last_lsn == 0  # refused before anything was allocated or logged
+    eng.abort(tx)
+    assert check_engine(eng, leaks=True) == []
+    eng.close()

@@ -6,7 +6,7 @@
   ``synchronous=FULL``, one connection per client, ``UPDATE`` + ``COMMIT`` per transaction.
 * ``bulk``: 200,000 inserts (8-byte key → 100-byte value) in one transaction with a durable
   commit, into the engine's linear hash and B+tree one ``put()`` at a time, and into a new
-  B+tree with ``bulk_create()`` — vs SQLite (WAL, synchronous=FULL) inserting the same rows into
+  hash and a new B+tree with ``bulk_create()`` — vs SQLite (WAL, synchronous=FULL) inserting the same rows into
   a WITHOUT ROWID table in one transaction.
 
 Both stores live in files in the same folder on the same filesystem. Run:
@@ -160,24 +160,25 @@ def bench_bulk(workdir: str, n: int) -> list[dict]:
         os.unlink(path)
         rows.append({"structure": f"{name}, one put() per row", "seconds": t, "inserts_per_s": n / t,
                      "log_MB": log_bytes / 1e6})
-    # the B+tree's bulk build: Stasis' logging opt-out (fresh pages written and forced, then commit)
-    path = os.path.join(workdir, "bulk.img")
-    if os.path.exists(path):
+    # the bulk builds: Stasis' logging opt-out (fresh pages written and forced, then commit)
+    for name, cls in (("linear hash", LinearHash), ("B+tree", BTree)):
+        path = os.path.join(workdir, "bulk.img")
+        if os.path.exists(path):
+            os.unlink(path)
+        dev = create_image(path, 2 << 30)
+        Engine.format(dev, log_size=64 << 20)
+        eng = Engine.open(dev)
+        start_lsn = eng.log.reserved()
+        t0 = time.perf_counter()
+        tx = eng.begin()
+        cls.bulk_create(eng, tx, ((k, value) for k in keys), "bench")
+        eng.commit(tx)
+        t = time.perf_counter() - t0
+        rows.append({"structure": f"{name}, bulk_create() (unlogged fresh pages, forced)", "seconds": t,
+                     "inserts_per_s": n / t, "log_MB": (eng.log.reserved() - start_lsn) / 1e6})
+        eng.close()
+        dev.close()
         os.unlink(path)
-    dev = create_image(path, 2 << 30)
-    Engine.format(dev, log_size=64 << 20)
-    eng = Engine.open(dev)
-    start_lsn = eng.log.reserved()
-    t0 = time.perf_counter()
-    tx = eng.begin()
-    BTree.bulk_create(eng, tx, ((k, value) for k in keys), "bench")
-    eng.commit(tx)
-    t = time.perf_counter() - t0
-    rows.append({"structure": "B+tree, bulk_create() (unlogged fresh pages, forced)", "seconds": t,
-                 "inserts_per_s": n / t, "log_MB": (eng.log.reserved() - start_lsn) / 1e6})
-    eng.close()
-    dev.close()
-    os.unlink(path)
     db = os.path.join(workdir, "bulk.sqlite")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):

@@ -33,6 +33,22 @@ def format_slotted(buf: bytearray) -> None:
     _META.pack_into(buf, HEADER_SIZE, 0, PAGE_SIZE)
 
 
+def build(buf: bytearray, bodies: list[bytes]) -> None:
+    """Fill an empty slotted page with ``bodies`` in slot order in one pass (bulk loads lay out
+    whole pages in memory; inserting one by one would move the directory every time)."""
+    n = len(bodies)
+    lens = [len(b) for b in bodies]
+    top = PAGE_SIZE - sum(lens)
+    if top < DIR_START + 4 * n:
+        raise PageFull(f"{n} records of {sum(lens)} bytes do not fit one page")
+    slots, pos = [], PAGE_SIZE
+    for ln in lens:  # the first record sits highest, as successive inserts would put it
+        pos -= ln
+        slots += (pos, ln)
+    buf[top:PAGE_SIZE] = b"".join(reversed(bodies))
+    struct.pack_into(f"<HH{2 * n}H", buf, HEADER_SIZE, n, top, *slots)
+
+
 def count(buf: bytes | bytearray) -> int:
     return _META.unpack_from(buf, HEADER_SIZE)[0]
 

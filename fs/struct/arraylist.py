@@ -30,7 +30,7 @@ import struct
 from traxfs.fs.engine import check as engine_check
 from traxfs.fs.engine import ops
 from traxfs.fs.engine.ops import Operation
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType
+from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.common import (
     U64,
@@ -44,6 +44,7 @@ from traxfs.fs.struct.common import (
     structure_latch,
     undo_head,
     write_bytes,
+    write_unlogged,
 )
 
 KIND = "array"
@@ -83,6 +84,39 @@ class ArrayList:
         per_page = MAX_RECORD // record_size
         write_bytes(engine, tx, header, HEADER_SIZE,
                     _HDR.pack(MAGIC, VERSION, 0, record_size, per_page, 0, initial_pages, 0))
+        if name is not None:
+            engine.set_root(tx, f"{KIND}:{name}", header)
+        return cls(engine, header)
+
+    @classmethod
+    def bulk_create(cls, engine, tx: Transaction, record_size: int, records: list[bytes],
+                    name: str | None = None) -> ArrayList:
+        """A new list holding ``records``, its first range sized to them and written without
+        logging the records (:func:`~traxfs.fs.struct.common.write_unlogged`): the header, the
+        allocation and the catalog entry are the only log records. Later growth doubles from
+        that first range as usual."""
+        if not 1 <= record_size <= MAX_RECORD:
+            raise ValueError(f"array list record size {record_size} outside 1..{MAX_RECORD}")
+        if any(len(r) != record_size for r in records):
+            raise ValueError(f"array list bulk load: every record must be {record_size} bytes")
+        per_page = MAX_RECORD // record_size
+        initial = max(1, -(-len(records) // per_page))
+        header = new_page(engine, tx, PageType.ARRAY_HEADER, is_slotted=False)
+        start = engine.alloc.alloc_region(tx, initial)
+        lsn = engine.log.reserved()
+        images = bytearray()
+        for i in range(initial):
+            buf = bytearray(PAGE_SIZE)
+            init_header(buf, start + i, PageType.FIXED, lsn)
+            set_aux(buf, record_size)
+            chunk = b"".join(records[i * per_page : (i + 1) * per_page])
+            buf[HEADER_SIZE : HEADER_SIZE + len(chunk)] = chunk
+            seal(buf, start + i)
+            images += buf
+        write_unlogged(engine, start, images)
+        write_bytes(engine, tx, header, HEADER_SIZE,
+                    _HDR.pack(MAGIC, VERSION, 0, record_size, per_page, len(records), initial, 1)
+                    + _RANGE.pack(start, initial))
         if name is not None:
             engine.set_root(tx, f"{KIND}:{name}", header)
         return cls(engine, header)

@@ -85,6 +85,7 @@ from traxfs.fs.struct.common import (
     structure_latch,
     undo_head,
     write_bytes,
+    write_unlogged,
 )
 
 MAX_KEY = 1024
@@ -265,19 +266,14 @@ class BTree:
                 pid = base[depth] + i
                 buf = bytearray(PAGE_SIZE)
                 init_header(buf, pid, LEAF if depth == 0 else INNER, lsn)
-                slotted.format_slotted(buf)
-                for j, r in enumerate(recs):
-                    if depth:  # point inner records at their children, in order
-                        r = U64.pack(child) + r[8:]
-                        child += 1
-                    slotted.insert(buf, j, r)
+                if depth:  # point inner records at their children, in order
+                    recs = [U64.pack(child + j) + r[8:] for j, r in enumerate(recs)]
+                    child += len(recs)
+                slotted.build(buf, recs)
                 set_aux(buf, (pid + 1 if i + 1 < len(level) else 0) if depth == 0 else depth)
                 seal(buf, pid)
                 pages += buf
-        for pid in range(first, first + total):
-            engine.buffer.discard(pid)
-        engine.dev.write(engine.sb.pages_offset + first * PAGE_SIZE, bytes(pages))
-        engine.dev.flush()  # force: the pages are durable before anything refers to them
+        write_unlogged(engine, first, pages)
         root = base[-1]
         write_bytes(engine, tx, header, HEADER_SIZE, _HDR.pack(MAGIC, VERSION, 0, root, len(entries)))
         if name is not None:

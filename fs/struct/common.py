@@ -312,6 +312,19 @@ def new_page(engine, tx: Transaction, ptype: int, aux: int = 0, records: list[by
     return pid
 
 
+def write_unlogged(engine, first: int, images: bytes | bytearray) -> None:
+    """Stasis' logging opt-out for bulk loads: write whole page images (built in memory with
+    page LSN ``engine.log.reserved()`` and sealed) straight to pages ``first ..`` that the
+    caller's transaction has just allocated, and force them. Only the allocation and the
+    records that make the pages reachable are logged; if the transaction aborts or never
+    commits, the allocation is undone and the bytes are garbage in free space. The page LSN,
+    newer than any record of the pages' previous lives, keeps redo from replaying those."""
+    count = len(images) // PAGE_SIZE
+    engine.buffer.discard_range(first, count)
+    engine.dev.write(engine.sb.pages_offset + first * PAGE_SIZE, bytes(images))
+    engine.dev.flush()  # durable before anything logged refers to them
+
+
 def format_pages(engine, tx: Transaction, first: int, count: int, ptype: int, aux: int = 0) -> None:
     """Format ``count`` pages just allocated with ``alloc_region`` (not slotted: fixed layouts)."""
     for pid in range(first, first + count):

@@ -35,7 +35,7 @@ import crc32c
 
 from traxfs.fs.engine import check as engine_check
 from traxfs.fs.engine import ops, slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PageType
+from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.arraylist import ArrayList
 from traxfs.fs.struct.common import (
@@ -57,6 +57,7 @@ from traxfs.fs.struct.common import (
     structure_latch,
     undo_head,
     write_bytes,
+    write_unlogged,
 )
 
 KIND = "hash"
@@ -145,6 +146,67 @@ class LinearHash:
             directory.append(tx, U64.pack(new_page(engine, tx, PageType.SLOTTED)))
         write_bytes(engine, tx, header, HEADER_SIZE,
                     _HDR.pack(MAGIC, VERSION, 0, directory.header, 0, 0, INITIAL_LEVEL, 0))
+        if name is not None:
+            engine.set_root(tx, f"{KIND}:{name}", header)
+        return cls(engine, header)
+
+    @classmethod
+    def bulk_create(cls, engine, tx: Transaction, items, name: str | None = None) -> LinearHash:
+        """A new table holding ``items`` ((key, value) pairs, unique keys), built in one pass.
+
+        The same logging opt-out as the B+tree's bulk build: the table is sized at once to the
+        shape that inserting the items one by one would have grown to (buckets = bytes /
+        (FILL · page capacity)), every bucket's chain and the directory are laid out in memory
+        and written unlogged to freshly allocated pages, forced; only the allocations, the
+        header and the catalog entry are logged. Abort, or a crash before commit, leaves no
+        table and no allocated page."""
+        records: list[bytes] = []
+        hashes: list[int] = []
+        seen: set[bytes] = set()
+        nbytes = 0
+        for k, v in items:
+            k, v = bytes(k), bytes(v)
+            _check_sizes(k, v)
+            if k in seen:
+                raise ValueError(f"duplicate key {k!r} in a bulk load")
+            seen.add(k)
+            rec = U16.pack(len(k)) + k + v
+            records.append(rec)
+            hashes.append(key_hash(k))
+            nbytes += len(rec) + 4
+        buckets = max(1 << INITIAL_LEVEL, -(-nbytes // int(FILL * PAGE_CAPACITY)))
+        level = buckets.bit_length() - 1
+        split = buckets - (1 << level)
+        chains: list[list[list[bytes]]] = [[[]] for _ in range(buckets)]
+        used = [0] * buckets
+        for rec, h in zip(records, hashes, strict=True):
+            b = bucket_of(h, level, split)
+            if used[b] + len(rec) + 4 > PAGE_CAPACITY:
+                chains[b].append([])
+                used[b] = 0
+            chains[b][-1].append(rec)
+            used[b] += len(rec) + 4
+        total = sum(len(c) for c in chains)
+        header = new_page(engine, tx, PageType.HASH_HEADER, is_slotted=False)
+        first = engine.alloc.alloc_region(tx, total)
+        lsn = engine.log.reserved()
+        images = bytearray()
+        heads: list[bytes] = []
+        pid = first
+        for chain in chains:
+            heads.append(U64.pack(pid))
+            for i, page_records in enumerate(chain):
+                buf = bytearray(PAGE_SIZE)
+                init_header(buf, pid, PageType.SLOTTED, lsn)
+                slotted.build(buf, page_records)
+                set_aux(buf, pid + 1 if i + 1 < len(chain) else 0)
+                seal(buf, pid)
+                images += buf
+                pid += 1
+        write_unlogged(engine, first, images)
+        directory = ArrayList.bulk_create(engine, tx, 8, heads)
+        write_bytes(engine, tx, header, HEADER_SIZE,
+                    _HDR.pack(MAGIC, VERSION, 0, directory.header, len(records), nbytes, level, split))
         if name is not None:
             engine.set_root(tx, f"{KIND}:{name}", header)
         return cls(engine, header)
