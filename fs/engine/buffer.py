@@ -113,7 +113,8 @@ class BufferManager:
                 self.stats["misses"] += 1
                 victims = self._choose_victims()
         if victims is None:
-            f.loaded.wait()
+            if not f.loaded.is_set():  # a plain flag read; wait() takes a lock even when set
+                f.loaded.wait()
             if f.error is not None:
                 raise f.error
             return f
