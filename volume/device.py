@@ -230,7 +230,8 @@ class BlockDevice(Device):
 
 
 def open_device(path: str) -> Device:
-    """Open an existing device: a block device if ``path`` is one, otherwise an image file."""
+    """Open an existing device: a block device if ``path`` is one, a simulated disk if the image
+    has a disk-model sidecar (``<path>.disk.json``), otherwise an image file."""
     try:
         st = os.stat(path)
     except OSError as e:
@@ -238,6 +239,10 @@ def open_device(path: str) -> Device:
     if stat.S_ISBLK(st.st_mode):
         return BlockDevice(path)
     if stat.S_ISREG(st.st_mode):
+        from traxfs.volume.disk.device import SimulatedDevice, sidecar_path  # lazy: it imports this module
+
+        if os.path.exists(sidecar_path(path)):
+            return SimulatedDevice(path)
         return ImageFileDevice(path)
     raise DeviceError(f"{path}: neither a block device nor a regular file")
 
