@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from traxfs.volume.device import Device
+from traxfs.volume.disk.clock import SimClock
 from traxfs.volume.errors import (
     DeviceError,
     ForeignDeviceError,
@@ -28,7 +29,7 @@ from traxfs.volume.errors import (
     UsageError,
 )
 from traxfs.volume.label import DATA_OFFSET, Label, write_label
-from traxfs.volume.layout.planner import allocate, stripe_plan
+from traxfs.volume.layout.planner import allocate, allocate_tracks, replacement_holds, stripe_plan, zoned_plan
 from traxfs.volume.logical import OpenLogicalVolume
 from traxfs.volume.metadata_area import clear_slots, write_slots
 from traxfs.volume.model import (
@@ -75,6 +76,7 @@ class VolumeGroup:
         self.stale = stale  # pv uuids whose copies are older or damaged
         self.warnings = warnings
         self._open_lvs: list[OpenLogicalVolume] = []
+        self.sim_clock: SimClock | None = None  # shared by the modelled disks of every open volume
 
     # ----- opening ------------------------------------------------------------------------------
     @classmethod
@@ -265,7 +267,7 @@ class VolumeGroup:
     @staticmethod
     def _pv_entry(sd: ScannedDevice, extent_size: int) -> PhysicalVolume:
         geometry = Geometry(**sd.copy.doc["geometry"])
-        if extent_size % min(geometry.unit, extent_size):
+        if geometry.kind == "flat" and extent_size % min(geometry.unit, extent_size):
             raise UsageError(f"{sd.path}: track unit {geometry.unit} does not divide the extent size {extent_size}")
         return PhysicalVolume(sd.label.pv_uuid, sd.path, sd.label.data_offset,
                               (sd.device.size - sd.label.data_offset) // extent_size, geometry)
@@ -348,46 +350,87 @@ class VolumeGroup:
         return -(-n // stripes) * stripes
 
     def create_lv(self, name: str, size: int, layout: str = "linear", *, stripes: int | None = None,
-                  stripe_unit: int | None = None, mirror: bool = False, pvs: list[str] | None = None) -> LogicalVolume:
+                  stripe_unit: int | None = None, mirror: bool = False, pvs: list[str] | None = None,
+                  zone: int | None = None, block: int | None = None, depth: int | None = None,
+                  linear: bool = False) -> LogicalVolume:
+        """Create a volume of at least ``size`` bytes.
+
+        ``quadrangle`` volumes, and ``traxtent`` volumes on devices with tracks, are zoned: they
+        live on the tracks of one ``zone`` and take ``block`` (b, sectors per VLBN), ``depth`` (d)
+        and ``linear`` (the default d from the paper's form of the one-revolution constraint
+        instead of the cyclic one), see
+        :func:`~traxfs.volume.layout.planner.zoned_plan`; their size is what the whole usable
+        tracks of the allocated extents hold. Refused, with nothing changed, on flat devices
+        (quadrangle) or when the options do not fit the layout.
+        """
         check_name("logical volume", name)
         if any(lv.name == name for lv in self.meta.lvs):
             raise UsageError(f"volume group {self.meta.name} already has a logical volume {name!r}")
+        if size <= 0:
+            raise UsageError(f"size must be positive (got {size})")
         cands = self._pv_uuids(pvs)
         if mirror and stripes is None and layout != "linear":
             stripes = max(1, len(cands) // 2)
-        n, unit = stripe_plan(self.meta, layout, stripes, stripe_unit, cands)
+        zoned = layout == "quadrangle" or (
+            layout == "traxtent" and any(self.meta.pv(p).geometry.kind == "zoned" for p in cands))
+        quad = None
+        if zoned:
+            if stripe_unit is not None:
+                raise UsageError(f"a zoned {layout} volume's stripe unit is its track row; --stripe-unit does not apply")
+            n, quad = zoned_plan(self.meta, layout, cands, stripes, zone=zone, block=block, depth=depth,
+                                 linear=linear)
+            unit = quad.row_sectors * 512
+        else:
+            if zone is not None or block is not None or depth is not None or linear:
+                raise UsageError("zone, block size and depth apply to quadrangle and zoned traxtent volumes only")
+            n, unit = stripe_plan(self.meta, layout, stripes, stripe_unit, cands)
         if mirror and len(cands) < 2 * n:
             raise UsageError(f"a mirror of {n} stripe(s) needs {2 * n} devices; {len(cands)} available")
-        extents = self._extents(size, n)
         if mirror:  # two halves of similar free space: each leg lives on its own devices
             free = self.meta.free_runs()
             ranked = sorted(cands, key=lambda p: -sum(c for _, c in free[p]))
             pools = [ranked[0::2], ranked[1::2]]
         else:
             pools = [cands]
-        legs = [Leg(allocate(self.meta, 0, extents, n, pool)) for pool in pools]
-        lv = LogicalVolume(name, str(uuid.uuid4()), extents, layout, n, unit, legs)
+        if quad is not None:
+            extents, new, size = allocate_tracks(self.meta, quad, n, pools, size, [[] for _ in pools], 0)
+            legs = [Leg(segs) for segs in new]
+        else:
+            extents = self._extents(size, n)
+            legs = [Leg(allocate(self.meta, 0, extents, n, pool)) for pool in pools]
+            size = extents * self.meta.extent_size
+        lv = LogicalVolume(name, str(uuid.uuid4()), extents, layout, n, unit, legs, size, quad)
         self.meta.lvs.append(lv)
         self.commit()
         return lv
 
     def extend_lv(self, name: str, size: int) -> LogicalVolume:
-        """Grow ``name`` to ``size`` bytes (never shrinks: shrinking would cut data)."""
+        """Grow ``name`` to ``size`` bytes (never shrinks: shrinking would cut data). A zoned
+        volume grows by whole quadrangle stripes inside its zone; existing blocks keep their place."""
         lv = self.meta.lv(name)
-        extents = self._extents(size, lv.stripes)
-        if size < lv.extents * self.meta.extent_size:
-            raise UsageError(f"{self.meta.name}/{name}: shrinking from {lv.extents} extents is not supported")
-        if extents == lv.extents:
+        if size < lv.size:
+            raise UsageError(f"{self.meta.name}/{name}: shrinking from {lv.size} bytes is not supported")
+        if lv.quadrangle is None:
+            extents = self._extents(size, lv.stripes)
+            if extents == lv.extents:
+                return lv
+        elif size == lv.size:
             return lv
-        add = extents - lv.extents
         self._require_lv_complete(lv, "extend")
         leg_pvs = [{a.pv for seg in leg.segments for a in seg.areas} for leg in lv.legs]
         unused = [p for p in self._pv_uuids(None) if not any(p in mine for mine in leg_pvs)]
         pools = [sorted(mine) + unused[k :: len(lv.legs)] for k, mine in enumerate(leg_pvs)]
-        new = [allocate(self.meta, lv.extents, add, lv.stripes, pool) for pool in pools]
+        if lv.quadrangle is not None:
+            add, new, size = allocate_tracks(self.meta, lv.quadrangle, lv.stripes, pools, size,
+                                             [leg.segments for leg in lv.legs], lv.extents)
+        else:
+            add = extents - lv.extents
+            new = [allocate(self.meta, lv.extents, add, lv.stripes, pool) for pool in pools]
+            size = extents * self.meta.extent_size
         for leg, segs in zip(lv.legs, new, strict=True):
             leg.segments.extend(segs)
-        lv.extents = extents
+        lv.extents += add
+        lv.size = size
         self.commit()
         for olv in self._open_lvs:
             if olv.meta is lv:
@@ -429,7 +472,8 @@ class VolumeGroup:
                 leg.state, changed = "stale", True
         if changed:
             self.commit()
-        olv = OpenLogicalVolume(self.meta, lv, self.devices, on_leg_failure=self._leg_failed(lv))
+        olv = OpenLogicalVolume(self.meta, lv, self.devices, on_leg_failure=self._leg_failed(lv), clock=self.sim_clock)
+        self.sim_clock = self.sim_clock or olv.clock
         self._open_lvs.append(olv)
         return olv
 
@@ -488,6 +532,10 @@ class VolumeGroup:
         entry = self._pv_entry(sd, self.meta.extent_size)
         if entry.pe_count < used_end:
             raise NoSpaceError(f"{new_path}: {entry.pe_count} extents, the missing device had {used_end} in use")
+        for lv in self.meta.lvs:
+            why = replacement_holds(self.meta, lv, pv.uuid, entry) if lv.quadrangle and pv.uuid in lv.pvs() else None
+            if why:
+                raise UsageError(f"{new_path} cannot replace {pv.path}: {why}")
         touched = []
         for lv in self.meta.lvs:
             for leg in lv.legs:

@@ -9,6 +9,13 @@ just itself — there is no track skew to exploit.
 A request that touches several devices is issued to them in parallel, one vectored I/O per
 contiguous run, from a small thread pool (one worker per device). A mirror writes every leg and
 reads from an in-sync leg, alternating between legs so two streams use both sides.
+
+Modelled disks (:class:`~traxfs.volume.disk.device.SimulatedDevice`) run in simulated time: all
+of a volume's disks share one :class:`~traxfs.volume.disk.clock.SimClock`, each device gets its
+share of a request (or batch) as one batch issued at the clock's ``now`` — its first request
+chosen on the host by SPTF from the predicted head position (:class:`HeadPredictor`), since an
+idle disk serves the first request it receives — and the clock then settles: a request completes
+when its slowest disk does, so p disks work in parallel.
 """
 
 from __future__ import annotations
@@ -20,9 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from traxfs.volume.device import SECTOR, Device
-from traxfs.volume.errors import DeviceError, UsageError
+from traxfs.volume.disk.clock import SimClock
+from traxfs.volume.disk.device import SimulatedDevice
+from traxfs.volume.disk.scheduler import HeadPredictor
+from traxfs.volume.errors import DeviceError, MetadataError, UsageError
 from traxfs.volume.layout.mapping import LegMap, Run
+from traxfs.volume.layout.quadrangle import QuadLegMap, geometries
 from traxfs.volume.model import LogicalVolume, VolumeGroupMeta
+
+Item = tuple[int, list[memoryview], bool]  # (device byte offset, buffers, is_write)
 
 
 @dataclass(frozen=True)
@@ -40,9 +53,13 @@ class Request:
 
 class OpenLogicalVolume:
     def __init__(self, vg: VolumeGroupMeta, lv: LogicalVolume, devices: dict[str, Device | None],
-                 on_leg_failure: Callable[[int, Exception], None] | None = None):
+                 on_leg_failure: Callable[[int, Exception], None] | None = None, clock: SimClock | None = None):
+        """``clock``: the simulated clock to put the modelled disks on (the group shares one
+        between its open volumes); a new one if None and the volume has modelled disks."""
         self.vg_name, self.name, self.meta = vg.name, lv.name, lv
         self.devices = devices
+        self.clock = clock
+        self._predictors: dict[str, HeadPredictor] = {}
         self.remap(vg)
         self._on_leg_failure = on_leg_failure
         self._rr = itertools.count()
@@ -53,8 +70,30 @@ class OpenLogicalVolume:
     def remap(self, vg: VolumeGroupMeta) -> None:
         """Rebuild the mapping from the group's document (after extend or a replaced device)."""
         pe_start = {p.uuid: p.pe_start for p in vg.pvs}
-        self.legs = [LegMap(leg.segments, vg.extent_size, self.meta.stripe_unit, pe_start) for leg in self.meta.legs]
-        self.size = self.meta.extents * vg.extent_size
+        q = self.meta.quadrangle
+        self.legs: list[LegMap | QuadLegMap]
+        if q is None:
+            self.legs = [LegMap(leg.segments, vg.extent_size, self.meta.stripe_unit, pe_start) for leg in self.meta.legs]
+        else:
+            geos = geometries(vg, self.meta.pvs())
+            self.legs = [QuadLegMap(leg.segments, vg.extent_size, q, pe_start, geos) for leg in self.meta.legs]
+            short = [i for i, m in enumerate(self.legs) if m.size < self.meta.size]
+            if short:
+                raise MetadataError(f"{vg.name}/{self.name}: leg {short[0]} holds {self.legs[short[0]].size} of "
+                                    f"the volume's {self.meta.size} bytes (its devices' tracks changed?)")
+        self.size = self.meta.size
+        self._attach_models()
+
+    def _attach_models(self) -> None:
+        """Put the volume's modelled disks on one clock, each with the host's head predictor."""
+        sims = {pv: d for pv in sorted(self.meta.pvs()) if isinstance(d := self.devices.get(pv), SimulatedDevice)}
+        if sims and self.clock is None:
+            self.clock = SimClock()
+            self.clock.now = max(d.clock.now for d in sims.values())  # never before what a disk has seen
+        for pv, dev in sims.items():
+            dev.clock = self.clock
+            if pv not in self._predictors:
+                self._predictors[pv] = HeadPredictor(dev.spec)
 
     # ----- which legs may serve I/O -------------------------------------------------------------
     def _leg_present(self, i: int) -> bool:
@@ -81,22 +120,40 @@ class OpenLogicalVolume:
                 f"{self.vg_name}/{self.name}: access [{offset}, {offset + length}) outside the volume (size {self.size})"
             )
 
-    def _run_io(self, leg: int, run_list: list[Run], buf: memoryview, write: bool) -> None:
-        def one(run: Run) -> None:
-            dev = self.devices[run.pv]
-            views = [buf[o : o + n] for o, n in run.parts]
-            if write:
-                dev.writev(run.dev_offset, views)
-            else:
-                dev.readinto(run.dev_offset, views)
+    def _run_io(self, leg: int, run_list: list[Run], buf: memoryview, write: bool, settle: bool = True) -> None:
+        shares: dict[str, list[Item]] = {}
+        for run in run_list:
+            shares.setdefault(run.pv, []).append((run.dev_offset, [buf[o : o + n] for o, n in run.parts], write))
+        self._issue(shares, settle=settle)
 
-        futures = [self._pool.submit(one, r) for r in run_list[1:]]  # the first one runs here
+    def _issue(self, shares: dict[str, list[Item]], *, elevator: bool = False, settle: bool = True) -> None:
+        """Serve every device's share, devices in parallel. A modelled disk gets its share as one
+        batch led by the request its head reaches soonest; other devices serve theirs in the
+        given order, or in ascending device order with ``elevator``. With ``settle``, the
+        simulated clock then moves to the slowest disk's completion."""
+        def serve(pv: str) -> None:
+            dev, items = self.devices[pv], shares[pv]
+            predictor = self._predictors.get(pv)
+            if predictor is None:
+                for off, views, is_write in sorted(items, key=lambda t: t[0]) if elevator else items:
+                    (dev.writev if is_write else dev.readinto)(off, views)
+                return
+            extents = [(off // SECTOR, -(-(off + sum(map(len, views))) // SECTOR) - off // SECTOR)
+                       for off, views, _ in items]
+            dev.batch([items[k] for k in predictor.order(extents, self.clock.now)])
+            done = max(dev.last, key=lambda b: b.end)
+            predictor.observe(done.lbn, done.count, done.end)
+
+        pvs = list(shares)
+        futures = [self._pool.submit(serve, pv) for pv in pvs[1:]]  # the first one runs here
         try:
-            if run_list:
-                one(run_list[0])
+            if pvs:
+                serve(pvs[0])
         finally:
             for f in futures:
                 f.result()
+            if settle and self.clock is not None:
+                self.clock.settle()
 
     def readinto(self, offset: int, buf: memoryview) -> None:
         self._check(offset, len(buf))
@@ -124,11 +181,15 @@ class OpenLogicalVolume:
         legs = self.writable_legs()
         if not legs:
             raise DeviceError(f"{self.vg_name}/{self.name}: no copy is writable (devices missing)")
-        for i in legs:
-            try:
-                self._run_io(i, self.legs[i].runs(offset, len(view)), view, write=True)
-            except OSError as e:
-                self._fail_leg(i, DeviceError(f"{self.vg_name}/{self.name} leg {i}: write failed: {e}"))
+        try:
+            for i in legs:  # legs live on disjoint disks: in simulated time they write in parallel
+                try:
+                    self._run_io(i, self.legs[i].runs(offset, len(view)), view, write=True, settle=False)
+                except OSError as e:
+                    self._fail_leg(i, DeviceError(f"{self.vg_name}/{self.name} leg {i}: write failed: {e}"))
+        finally:
+            if self.clock is not None:
+                self.clock.settle()
 
     def flush(self) -> None:
         for pv in sorted(self.meta.pvs()):
@@ -158,10 +219,17 @@ class OpenLogicalVolume:
         return self.meta.stripes
 
     def equivalent(self, lbn: int) -> tuple[int, ...]:
-        """The semi-sequential set of ``lbn``. Without quadrangles no other block is reachable for
-        free after ``lbn`` (no skew to ride on), so the set is ``lbn`` alone."""
+        """The semi-sequential set of ``lbn`` (a labelled convenience: the paper's stub library has
+        no such call, its applications access every (p·w)-th VLBN): on a quadrangle volume the
+        same sector of each of the d blocks of its quadrangle column, ascending. Without
+        quadrangles no other block is reachable for free after ``lbn`` (no skew to ride on), so
+        the set is ``lbn`` alone."""
         self._lbn(lbn)
-        return (lbn,)
+        q = self.meta.quadrangle
+        if q is None or q.depth == 1:
+            return (lbn,)
+        v, within = divmod(lbn, q.block)
+        return tuple(u * q.block + within for u in self.legs[0].equivalent(v))
 
     def mode_sense(self) -> tuple[int, int]:
         """(p, w): parallelism and stripe unit in LBNs, the paper's proposed mode page."""
@@ -173,10 +241,12 @@ class OpenLogicalVolume:
         return -(-offset // unit) * unit
 
     def batch(self, requests: Sequence[Request]) -> list[bytes | None]:
-        """Issue requests together: every device gets its share at once and serves it in
-        ascending device order (the elevator a flat device benefits from), devices in parallel.
-        Returns read data in request order (None for writes). Requests must not overlap.
-        The simulated disks of the disk-model issue replace the elevator with host-side SPTF."""
+        """Issue requests together (the paper's linked commands): every device gets its share at
+        once, devices in parallel. A flat device serves its share in ascending device order (an
+        elevator); a modelled disk gets it as one batch, pre-scheduled on the host (SPTF from the
+        predicted head position) and then ordered by the disk's own SPTF queue. Returns read
+        data in request order (None for writes), the same bytes as the requests one by one.
+        Requests must not overlap."""
         spans = sorted((r.offset, r.offset + (len(r.data) if r.is_write else r.length)) for r in requests)
         for s, e in spans:
             self._check(s, e - s)
@@ -189,7 +259,7 @@ class OpenLogicalVolume:
         read_leg = read_legs[next(self._rr) % len(read_legs)]
         results: list[bytes | None] = [None] * len(requests)
         buffers: list[bytearray | None] = [None] * len(requests)
-        per_device: dict[str, list[tuple[int, list[memoryview], bool]]] = {}
+        per_device: dict[str, list[Item]] = {}
         for k, r in enumerate(requests):
             if r.is_write:
                 buf, legs = memoryview(r.data).cast("B"), write_legs
@@ -200,14 +270,7 @@ class OpenLogicalVolume:
                 for run in self.legs[i].runs(r.offset, len(buf)):
                     views = [buf[o : o + n] for o, n in run.parts]
                     per_device.setdefault(run.pv, []).append((run.dev_offset, views, r.is_write))
-
-        def serve(pv: str) -> None:
-            dev = self.devices[pv]
-            for off, views, is_write in sorted(per_device[pv], key=lambda t: t[0]):
-                (dev.writev if is_write else dev.readinto)(off, views)
-
-        for f in [self._pool.submit(serve, pv) for pv in per_device]:
-            f.result()
+        self._issue(per_device, elevator=True)
         for k, b in enumerate(buffers):
             if b is not None:
                 results[k] = bytes(b)

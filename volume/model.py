@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from traxfs.volume.disk.geometry import SECTOR, DiskSpec
 from traxfs.volume.errors import MetadataError, UsageError
 
-FORMAT = "traxfs-vg/1"
-LAYOUTS = ("linear", "striped", "traxtent")
+FORMAT = "traxfs-vg/2"
+OLD_FORMATS = ("traxfs-vg/1",)  # read and upgraded in memory; the next commit writes FORMAT
+LAYOUTS = ("linear", "striped", "traxtent", "quadrangle")
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
 
 
@@ -97,15 +98,50 @@ class Leg:
     state: str = "in_sync"  # or "stale": misses writes, must not be read until resynced
 
 
+@dataclass(frozen=True)
+class Quadrangle:
+    """How a zoned volume maps onto tracks (Atropos §3): quadrangles of ``depth`` tracks, each
+    track row holding ``width`` blocks (VLBNs) of ``block`` sectors, on tracks of one ``zone``
+    whose N and H were ``sectors`` and ``skew`` when the volume was made.
+
+    A zoned ``traxtent`` volume is the same mapping with depth 1 and 1-sector blocks: its stripe
+    unit is a whole track of exactly N sectors.
+    """
+
+    zone: int
+    sectors: int  # N
+    skew: int  # H
+    depth: int  # d
+    block: int  # b, sectors per VLBN
+    width: int  # w = N // b
+
+    @property
+    def row_sectors(self) -> int:
+        """Sectors of a track a row uses: ``w·b`` (the rest, R, is left unused)."""
+        return self.width * self.block
+
+    def validate(self) -> None:
+        if self.zone < 0 or self.skew < 0 or self.depth < 1 or not 1 <= self.block <= self.sectors:
+            raise ValueError(f"quadrangle {self}: zone, N, H, d and b out of range")
+        if self.width != self.sectors // self.block:
+            raise ValueError(f"quadrangle width {self.width} is not N // b = {self.sectors // self.block}")
+
+
 @dataclass
 class LogicalVolume:
+    """A volume's document. ``size`` is the bytes it exposes: ``extents × extent size`` for the
+    flat layouts; for zoned ones (``quadrangle`` set) what the whole usable tracks inside the
+    allocated extents hold, which is less (partial and defective tracks, R sectors per track)."""
+
     name: str
     uuid: str
     extents: int
-    layout: str  # linear | striped | traxtent
+    layout: str  # linear | striped | traxtent | quadrangle
     stripes: int
-    stripe_unit: int  # bytes; for linear, the devices' flat unit (what boundaries() reports)
+    stripe_unit: int  # bytes; linear: the devices' flat unit; zoned: one track row (w·b sectors)
     legs: list[Leg]
+    size: int
+    quadrangle: Quadrangle | None = None
 
     @property
     def mirrored(self) -> bool:
@@ -172,11 +208,15 @@ class VolumeGroupMeta:
 
     @classmethod
     def from_doc(cls, doc: dict, where: str) -> VolumeGroupMeta:
+        """Read a document of this format, or of an older one (upgraded here: format 1 had no
+        zoned volumes, so every size is extents × extent size)."""
         try:
-            if doc.get("format") != FORMAT:
-                raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT!r}")
+            fmt = doc.get("format")
+            if fmt != FORMAT and fmt not in OLD_FORMATS:
+                raise ValueError(f"format {fmt!r}, expected {FORMAT!r}")
+            extent = int(doc["extent_size"])
             vg = cls(
-                name=doc["name"], uuid=doc["uuid"], seq=int(doc["seq"]), extent_size=int(doc["extent_size"]),
+                name=doc["name"], uuid=doc["uuid"], seq=int(doc["seq"]), extent_size=extent,
                 pvs=[PhysicalVolume(p["uuid"], p["path"], int(p["pe_start"]), int(p["pe_count"]),
                                     Geometry(**p["geometry"])) for p in doc["pvs"]],
                 lvs=[LogicalVolume(
@@ -184,12 +224,43 @@ class VolumeGroupMeta:
                     int(lv["stripe_unit"]),
                     [Leg([Segment(int(s["le"]), int(s["count"]), [Area(a["pv"], int(a["pe"])) for a in s["areas"]])
                           for s in leg["segments"]], leg["state"]) for leg in lv["legs"]],
+                    int(lv["size"]) if fmt == FORMAT else int(lv["extents"]) * extent,
+                    Quadrangle(**{k: int(v) for k, v in lv["quadrangle"].items()})
+                    if fmt == FORMAT and lv["quadrangle"] is not None else None,
                 ) for lv in doc["lvs"]],
             )
             vg.validate()
             return vg
-        except (KeyError, TypeError, ValueError, MetadataError, UsageError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, MetadataError, UsageError) as e:
             raise MetadataError(f"{where}: invalid volume-group metadata: {e}") from None
+
+    def _validate_shape(self, lv: LogicalVolume) -> None:
+        """Stripe unit, size and track parameters agree with the layout: a flat layout's units
+        tile its extents; a zoned one's unit is a track row and its size whole VLBNs."""
+        q = lv.quadrangle
+        if q is None:
+            if lv.layout == "quadrangle":
+                raise ValueError(f"logical volume {lv.name}: a quadrangle volume without its track parameters")
+            if lv.stripe_unit < 512 or self.extent_size % lv.stripe_unit:
+                raise ValueError(f"logical volume {lv.name}: stripe unit {lv.stripe_unit} does not divide "
+                                 f"the extent size {self.extent_size}")
+            if lv.size != lv.extents * self.extent_size:
+                raise ValueError(f"logical volume {lv.name}: size {lv.size} is not its {lv.extents} extents")
+            return
+        if lv.layout not in ("traxtent", "quadrangle"):
+            raise ValueError(f"logical volume {lv.name}: a {lv.layout} volume has no track parameters")
+        q.validate()
+        if lv.stripe_unit != q.row_sectors * 512:
+            raise ValueError(f"logical volume {lv.name}: stripe unit {lv.stripe_unit} is not a track row "
+                             f"of {q.row_sectors} sectors")
+        if not 0 < lv.size <= lv.extents * self.extent_size or lv.size % (q.block * 512):
+            raise ValueError(f"logical volume {lv.name}: size {lv.size} is not whole blocks inside its extents")
+        for pv in sorted(lv.pvs()):
+            geo = self.pv(pv).geometry
+            zones = geo.disk["zones"] if geo.disk is not None else []
+            if q.zone >= len(zones) or tuple(zones[q.zone][1:3]) != (q.sectors, q.skew):
+                raise ValueError(f"logical volume {lv.name}: physical volume {pv} has no zone {q.zone} "
+                                 f"with N = {q.sectors}, H = {q.skew}")
 
     def validate(self) -> None:
         """Refuse documents that would map one physical extent twice or point nowhere."""
@@ -207,9 +278,6 @@ class VolumeGroupMeta:
             check_name("logical volume", lv.name)
             if lv.layout not in LAYOUTS:
                 raise ValueError(f"logical volume {lv.name}: unknown layout {lv.layout!r}")
-            if lv.stripe_unit < 512 or self.extent_size % lv.stripe_unit:
-                raise ValueError(f"logical volume {lv.name}: stripe unit {lv.stripe_unit} does not divide "
-                                 f"the extent size {self.extent_size}")
             for leg in lv.legs:
                 if leg.state not in ("in_sync", "stale"):
                     raise ValueError(f"logical volume {lv.name}: unknown leg state {leg.state!r}")
@@ -223,7 +291,10 @@ class VolumeGroupMeta:
                     le += seg.count
                 if le != lv.extents:
                     raise ValueError(f"logical volume {lv.name}: segments cover {le} of {lv.extents} extents")
+            self._validate_shape(lv)
         for p in self.pvs:
+            if p.geometry.kind not in ("flat", "zoned") or (p.geometry.kind == "zoned") != (p.geometry.disk is not None):
+                raise ValueError(f"physical volume {p.uuid}: geometry kind {p.geometry.kind!r} does not match its disk")
             end = 0
             for first, n in self.used()[p.uuid]:
                 if first < end or first + n > p.pe_count:

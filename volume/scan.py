@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 
 from traxfs.volume.device import Device, create_image, open_device
+from traxfs.volume.disk.device import create_simulated
+from traxfs.volume.disk.geometry import DiskSpec
 from traxfs.volume.errors import DeviceError, ForeignDeviceError, LabelError, UsageError
 from traxfs.volume.label import Label, new_label, read_labels, write_label
 from traxfs.volume.metadata_area import Copy, SlotState, newest, read_slots, write_slots
@@ -68,15 +70,24 @@ def scan(registry: Registry) -> list[ScannedDevice]:
     return [scan_one(p) for p in registry.paths()]
 
 
-def pv_create(registry: Registry, path: str, size: int | None = None, unit: int | None = None) -> Label:
+def pv_create(registry: Registry, path: str, size: int | None = None, unit: int | None = None,
+              model: DiskSpec | None = None) -> Label:
     """Label a device (creating a sparse image file of ``size`` bytes if asked) and register it.
 
+    With ``model``, a new simulated disk of that model is created at ``path`` instead (image of
+    the disk's capacity plus its model sidecar) and labelled with the model's zoned geometry.
     Refuses — writing nothing — a device that already carries a traxfs label, so a member of
     another group is never overwritten by accident.
     """
     if unit is not None and (unit < 4096 or unit & (unit - 1)):
         raise UsageError(f"track unit {unit} must be a power of two of at least 4096 bytes")
     exists = os.path.exists(path)
+    if model is not None:
+        if size is not None or unit is not None:
+            raise UsageError("--model sets the size and geometry; do not combine it with --size or --unit")
+        if exists:
+            raise UsageError(f"{path}: already exists; --model creates a new simulated disk image")
+        return _label_new(registry, path, create_simulated(path, model), Geometry.zoned(model, "profile"))
     if size is not None and exists and not os.path.isfile(path):
         raise UsageError(f"{path}: --size applies to image files, not to block devices")
     if size is None and not exists:
@@ -92,9 +103,14 @@ def pv_create(registry: Registry, path: str, size: int | None = None, unit: int 
         finally:
             sd.close()
     dev = create_image(path, size) if size is not None else open_device(path)
+    return _label_new(registry, path, dev, Geometry(unit=unit or Geometry.unit))
+
+
+def _label_new(registry: Registry, path: str, dev: Device, geometry: Geometry) -> Label:
+    """Write a fresh label and orphan metadata (``geometry``) on ``dev``, close it, register it."""
     try:
         label = new_label(dev)
-        write_slots(dev, label, 0, {"format": ORPHAN_FORMAT, "geometry": Geometry(unit=unit or Geometry.unit).__dict__})
+        write_slots(dev, label, 0, {"format": ORPHAN_FORMAT, "geometry": geometry.__dict__})
         write_label(dev, label)
     finally:
         dev.close()

@@ -3,7 +3,8 @@
 A leg is a list of segments; a segment stripes its logical extents over ``k`` areas in units of
 ``stripe_unit`` bytes: unit ``c`` of the segment lives in area ``c % k`` at row ``c // k``.
 With ``k = 1`` this is concatenation (linear). Pieces that continue one another on the same
-device are merged, so a large request becomes one I/O per device per segment.
+device are merged, so a large request becomes one I/O per device per segment. Zoned volumes
+map through :mod:`~traxfs.volume.layout.quadrangle` instead, into the same pieces and runs.
 """
 
 from __future__ import annotations
@@ -103,18 +104,12 @@ class LegMap:
             pos = seg_end
         return out
 
-    def unit_and_width(self, offset: int) -> tuple[int, int]:
-        """(stripe unit bytes, stripes) of the segment holding ``offset``."""
-        seg, _ = self.segment_at(offset)
-        return self.unit, seg.stripes
-
     def row(self, offset: int) -> tuple[int, int]:
         """The stripe row (one unit on every stripe) around ``offset``: (start, length) in bytes."""
         seg, seg_start = self.segment_at(offset)
         width = self.unit * seg.stripes
         start = seg_start + (offset - seg_start) // width * width
         return start, width
-
 
 
 def runs(pieces: list[Piece]) -> list[Run]:
