@@ -15,9 +15,12 @@ from collections.abc import Callable
 
 from traxfs import __version__
 from traxfs.tools.sizes import format_size, parse_size
+from traxfs.volume.disk.geometry import SECTOR
+from traxfs.volume.disk.profiles import PROFILES, profile, scaled
 from traxfs.volume.errors import UsageError, VolumeError
 from traxfs.volume.group import DEFAULT_EXTENT, VolumeGroup, list_groups
 from traxfs.volume.label import erase_label
+from traxfs.volume.layout.params import dimensions, max_depth
 from traxfs.volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta, check_name
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create, scan, scan_one
@@ -63,9 +66,20 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
+def _tracks_doc(lv: LogicalVolume) -> dict | None:
+    """A zoned volume's track parameters, with what the calculator says of them (D, R)."""
+    q = lv.quadrangle
+    if q is None:
+        return None
+    dims = dimensions(q.sectors, q.skew, b=q.block, d=q.depth, cyclic=True)
+    return {"zone": q.zone, "N": q.sectors, "H": q.skew, "p": lv.stripes, "w": q.width, "d": q.depth,
+            "b": q.block, "D": dims.max_depth, "D_linear": max_depth(q.sectors, q.skew, q.block),
+            "R": dims.r, "R_share": round(dims.residual_share, 4), "one_revolution": dims.one_revolution}
+
+
 def _lv_doc(vg: VolumeGroupMeta, lv: LogicalVolume) -> dict:
     return {
-        "name": lv.name, "vg": vg.name, "uuid": lv.uuid, "size": lv.extents * vg.extent_size,
+        "name": lv.name, "vg": vg.name, "uuid": lv.uuid, "size": lv.size, "tracks": _tracks_doc(lv),
         "layout": lv.layout, "mirror": lv.mirrored, "stripes": lv.stripes, "stripe_unit": lv.stripe_unit,
         "legs": [{"state": leg.state, "segments": [
             {"first_extent": s.le, "extents": s.count,
@@ -88,9 +102,28 @@ def _vg_doc(vg: VolumeGroupMeta) -> dict:
 
 # ----- pv -------------------------------------------------------------------------------------
 def cmd_pv_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
+    model = None
+    if a.model is not None:
+        model = profile(a.model)
+        if a.cylinders_per_zone is not None:
+            if a.cylinders_per_zone < 1:
+                raise UsageError(f"--cylinders-per-zone must be at least 1 (got {a.cylinders_per_zone})")
+            model = scaled(model, a.cylinders_per_zone)
+    elif a.cylinders_per_zone is not None:
+        raise UsageError("--cylinders-per-zone applies to simulated disks (--model)")
     for path in a.devices:
-        label = pv_create(reg, path, size=a.size, unit=a.unit)
-        out.message(f"{path}: physical volume {label.pv_uuid} created")
+        label = pv_create(reg, path, size=a.size, unit=a.unit, model=model)
+        kind = f" on a simulated {model.name} disk" if model else ""
+        out.message(f"{path}: physical volume {label.pv_uuid} created{kind}")
+
+
+def _pv_geometry(sd) -> dict | None:
+    """The geometry recorded for a scanned device: its orphan metadata's, or its group's entry."""
+    if sd.label is None or sd.copy is None:
+        return None
+    if sd.orphan:
+        return sd.copy.doc.get("geometry")
+    return next((p.get("geometry") for p in sd.copy.doc.get("pvs", []) if p.get("uuid") == sd.label.pv_uuid), None)
 
 
 def cmd_pv_list(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -99,7 +132,8 @@ def cmd_pv_list(a: argparse.Namespace, reg: Registry, out: Output) -> None:
         state = sd.error or ("unused" if sd.orphan else f"in {sd.vg_name}" if sd.vg_name else
                              "; ".join(sd.problems) or "no metadata")
         size = sd.device.size if sd.device else 0
-        docs.append({"path": sd.path, "pv": sd.label.pv_uuid if sd.label else None, "size": size, "state": state})
+        docs.append({"path": sd.path, "pv": sd.label.pv_uuid if sd.label else None, "size": size, "state": state,
+                     "geometry": _pv_geometry(sd)})
         rows.append([sd.path, docs[-1]["pv"] or "-", format_size(size), state])
         sd.close()
     out.emit(docs, lambda: _table(rows, ["DEVICE", "PV", "SIZE", "STATE"]))
@@ -117,6 +151,12 @@ def cmd_pv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
         sd.close()
     reg.remove(a.device)
     out.message(f"{a.device}: label removed")
+
+
+def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
+    from traxfs.tools.pv_extract import run
+
+    run(a, reg, out)
 
 
 # ----- vg -------------------------------------------------------------------------------------
@@ -188,8 +228,13 @@ def cmd_vg_replace(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_lv_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name) as vg:
+        block = a.vlbn_sectors
+        if a.block_size is not None:
+            if a.block_size % SECTOR or not a.block_size:
+                raise UsageError(f"block size {a.block_size} is not a positive multiple of {SECTOR} bytes")
+            block = a.block_size // SECTOR
         lv = vg.create_lv(lv_name, a.size, a.layout, stripes=a.stripes, stripe_unit=a.stripe_unit,
-                          mirror=a.mirror, pvs=a.pv)
+                          mirror=a.mirror, pvs=a.pv, zone=a.zone, block=block, depth=a.depth, linear=a.linear)
         doc = _lv_doc(vg.meta, lv)
     out.emit(doc, lambda: f"logical volume {vg_name}/{lv_name} created: {format_size(doc['size'])}, "
              f"{doc['layout']}{' mirror' if doc['mirror'] else ''}, {doc['stripes']} stripe(s) of "
@@ -216,6 +261,15 @@ def cmd_lv_show(a: argparse.Namespace, reg: Registry, out: Output) -> None:
         lines = [f"logical volume {vg_name}/{lv_name}  uuid {doc['uuid']}",
                  f"  size {format_size(doc['size'])}, layout {doc['layout']}{' (mirror)' if doc['mirror'] else ''}, "
                  f"p = {doc['stripes']}, stripe unit {format_size(doc['stripe_unit'])}"]
+        t = doc["tracks"]
+        if t is not None and doc["layout"] == "traxtent":
+            lines.append(f"  zone {t['zone']} (N = {t['N']}, H = {t['H']}): whole tracks as stripe units "
+                         "(tracks with a slipped defect skipped)")
+        elif t is not None:
+            lines.append(f"  zone {t['zone']} (N = {t['N']}, H = {t['H']}): p = {t['p']}, w = {t['w']}, d = {t['d']}, "
+                         f"b = {t['b']} sectors, D = {t['D']} (linear form {t['D_linear']}), R = {t['R']} "
+                         f"({t['R_share']:.1%})" + ("" if t["one_revolution"] else "; d > D: a semi-sequential "
+                                                    "set takes more than one revolution"))
         for i, leg in enumerate(doc["legs"]):
             lines.append(f"  leg {i}: {leg['state']}")
             for s in leg["segments"]:
@@ -230,7 +284,7 @@ def cmd_lv_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name) as vg:
         lv = vg.extend_lv(lv_name, a.size)
-        size = lv.extents * vg.meta.extent_size
+        size = lv.size
     out.message(f"logical volume {vg_name}/{lv_name} is now {format_size(size)}")
 
 
@@ -305,9 +359,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("devices", nargs="+", metavar="DEVICE")
     q.add_argument("--size", type=_size, help="create image files of this size (e.g. 1G)")
     q.add_argument("--unit", type=_size, help="flat track unit for devices without geometry (default 256K)")
+    q.add_argument("--model", choices=sorted(PROFILES), help="create simulated disks of this model "
+                   "(data in a sparse image, timing from the disk model)")
+    q.add_argument("--cylinders-per-zone", type=int, metavar="K",
+                   help="with --model: a smaller disk of the same model, K cylinders in every zone")
     sub(pv, "list", cmd_pv_list, "list the registered devices and what they hold")
     q = sub(pv, "remove", cmd_pv_remove, "erase an unused physical volume's label")
     q.add_argument("device")
+    q = sub(pv, "extract", cmd_pv_extract, "measure a device's geometry (zones, tracks, skews, defects, seek "
+            "curve) by timing reads, and record it")
+    q.add_argument("device")
+    q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print machine-readable JSON")
 
     vg = top.add_parser("vg", help="volume groups (trax-vg(8))").add_subparsers(dest="action", required=True,
                                                                                metavar="ACTION")
@@ -344,6 +406,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--stripe-unit", type=_size, help="stripe unit (striped: default 64K; traxtent: the track)")
     q.add_argument("--mirror", action="store_true", help="keep two copies on disjoint devices (RAID-1)")
     q.add_argument("--pv", action="append", metavar="DEVICE", help="allocate only from these devices")
+    q.add_argument("--zone", type=int, help="zoned layouts: the zone whose tracks the volume uses (default 0, outer)")
+    g = q.add_mutually_exclusive_group()
+    g.add_argument("--block-size", type=_size, help="quadrangle: bytes per VLBN, a multiple of 512 (default 4K)")
+    g.add_argument("--vlbn-sectors", type=int, metavar="B", help="quadrangle: sectors per VLBN (b)")
+    q.add_argument("--depth", type=int, metavar="D", help="quadrangle: tracks per quadrangle (default: the "
+                   "deepest that is read in one revolution)")
+    q.add_argument("--linear", action="store_true", help="quadrangle: default depth from the paper's form "
+                   "d*b+(d-1)*H <= N instead of the cyclic d*(b+H) <= N (one revolution whichever block is "
+                   "served first)")
     q = sub(lv, "list", cmd_lv_list, "list logical volumes")
     q.add_argument("vg", nargs="?")
     q = sub(lv, "show", cmd_lv_show, "show a logical volume's layout and segments")
