@@ -41,9 +41,18 @@ def geometries(vg: VolumeGroupMeta, pvs: set[str] | list[str]) -> dict[str, Disk
     return {p: DiskGeometry(vg.pv(p).geometry.disk_spec()) for p in pvs}
 
 
-def usable_rows(geometry: DiskGeometry, zone: int, first_lbn: int, end_lbn: int, row_sectors: int) -> list[int]:
+def usable_rows(geometry: DiskGeometry, zone: int, first_lbn: int, end_lbn: int, row_sectors: int,
+                depth: int = 1) -> list[int]:
     """First LBNs of the tracks of ``zone`` that lie wholly inside ``[first_lbn, end_lbn)`` and
-    hold at least ``row_sectors`` LBNs, ascending."""
+    hold at least ``row_sectors`` LBNs, ascending, in groups of ``depth``: entry ``s·d + i`` is
+    row ``i`` of the ``s``-th quadrangle.
+
+    A group is ``depth`` physically consecutive tracks — the diagonal rides on one head switch
+    (skew H) from each row to the next, so a skipped track inside a group would cost a second
+    skew — and, when a cylinder has room for it (``depth`` ≤ surfaces), tracks of one cylinder:
+    a cylinder switch costs more than H (its larger skew), and a diagonal that crossed one would
+    miss its next block by the difference and lose a revolution. Tracks that cannot complete a
+    group are left unused."""
     tracks = geometry.zone_tracks(zone)
     lo = max(first_lbn, geometry.track_start(tracks.start))
     hi = min(end_lbn, geometry.track_start(tracks.stop))
@@ -52,10 +61,19 @@ def usable_rows(geometry: DiskGeometry, zone: int, first_lbn: int, end_lbn: int,
     t = geometry.track_of(lo)
     if geometry.track_start(t) < lo:
         t += 1
-    out = []
+    in_cylinder = depth <= geometry.surfaces
+    out: list[int] = []
+    group: list[int] = []
     while t < tracks.stop and geometry.track_start(t + 1) <= hi:
+        if in_cylinder and geometry.surface(t) == 0:
+            group = []
         if geometry.track_lbns(t) >= row_sectors:
-            out.append(geometry.track_start(t))
+            group.append(geometry.track_start(t))
+            if len(group) == depth:
+                out += group
+                group = []
+        else:
+            group = []
         t += 1
     return out
 
@@ -93,7 +111,8 @@ class QuadLegMap:
             per = seg.count // seg.stripes * extent_size
             rows = tuple(
                 usable_rows(geometries[a.pv], quad.zone, (pe_start[a.pv] + a.pe * extent_size) // SECTOR,
-                            (pe_start[a.pv] + a.pe * extent_size + per) // SECTOR, quad.row_sectors)
+                            (pe_start[a.pv] + a.pe * extent_size + per) // SECTOR, quad.row_sectors,
+                            quad.depth)
                 for a in seg.areas)
             n = min(len(r) for r in rows) // quad.depth
             if n:
