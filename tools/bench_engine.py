@@ -138,47 +138,35 @@ def bench_bulk(workdir: str, n: int) -> list[dict]:
     keys = [struct.pack(">Q", rng.getrandbits(64)) for _ in range(n)]
     value = bytes(100)
     rows = []
-    for name, cls in (("linear hash", LinearHash), ("B+tree", BTree)):
-        path = os.path.join(workdir, "bulk.img")
-        if os.path.exists(path):
+    path = os.path.join(workdir, "bulk.img")
+    for bulk in (False, True):
+        for name, cls in (("linear hash", LinearHash), ("B+tree", BTree)):
+            if os.path.exists(path):
+                os.unlink(path)
+            dev = create_image(path, 2 << 30)
+            Engine.format(dev, log_size=(64 if bulk else 512) << 20)
+            eng = Engine.open(dev, buffer_pages=16384)
+            if not bulk:
+                tx = eng.begin()
+                s = cls.create(eng, tx, "bench")
+                eng.commit(tx)
+            start_lsn = eng.log.reserved()
+            t0 = time.perf_counter()
+            tx = eng.begin()
+            if bulk:  # Stasis' logging opt-out: fresh pages written and forced, then commit
+                cls.bulk_create(eng, tx, ((k, value) for k in keys), "bench")
+            else:
+                for k in keys:
+                    s.put(tx, k, value)
+            eng.commit(tx)
+            t = time.perf_counter() - t0
+            log_bytes = eng.log.reserved() - start_lsn
+            eng.close()
+            dev.close()
             os.unlink(path)
-        dev = create_image(path, 2 << 30)
-        Engine.format(dev, log_size=512 << 20)
-        eng = Engine.open(dev, buffer_pages=16384)
-        tx = eng.begin()
-        s = cls.create(eng, tx, "bench")
-        eng.commit(tx)
-        t0 = time.perf_counter()
-        tx = eng.begin()
-        for k in keys:
-            s.put(tx, k, value)
-        eng.commit(tx)
-        t = time.perf_counter() - t0
-        log_bytes = eng.log.reserved()
-        eng.close()
-        dev.close()
-        os.unlink(path)
-        rows.append({"structure": f"{name}, one put() per row", "seconds": t, "inserts_per_s": n / t,
-                     "log_MB": log_bytes / 1e6})
-    # the bulk builds: Stasis' logging opt-out (fresh pages written and forced, then commit)
-    for name, cls in (("linear hash", LinearHash), ("B+tree", BTree)):
-        path = os.path.join(workdir, "bulk.img")
-        if os.path.exists(path):
-            os.unlink(path)
-        dev = create_image(path, 2 << 30)
-        Engine.format(dev, log_size=64 << 20)
-        eng = Engine.open(dev)
-        start_lsn = eng.log.reserved()
-        t0 = time.perf_counter()
-        tx = eng.begin()
-        cls.bulk_create(eng, tx, ((k, value) for k in keys), "bench")
-        eng.commit(tx)
-        t = time.perf_counter() - t0
-        rows.append({"structure": f"{name}, bulk_create() (unlogged fresh pages, forced)", "seconds": t,
-                     "inserts_per_s": n / t, "log_MB": (eng.log.reserved() - start_lsn) / 1e6})
-        eng.close()
-        dev.close()
-        os.unlink(path)
+            how = "bulk_create() (unlogged fresh pages, forced)" if bulk else "one put() per row"
+            rows.append({"structure": f"{name}, {how}", "seconds": t, "inserts_per_s": n / t,
+                         "log_MB": log_bytes / 1e6})
     db = os.path.join(workdir, "bulk.sqlite")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):
