@@ -27,14 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from traxfs.volume.disk.extract_mech import MeasuredMechanics, measure_mechanics
-from traxfs.volume.disk.extract_zone import (
-    ExtractionError,
-    ZoneModel,
-    fit_skews,
-    local_n,
-    slipped_slots,
-    zone_end,
-)
+from traxfs.volume.disk.extract_zone import ExtractionError, local_n, solve_zone, zone_end
 from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec, Zone
 from traxfs.volume.disk.probe import Prober, Probes
 
@@ -134,11 +127,12 @@ def _zones(probes: Probes, progress: Callable[[int, int], None] | None
         if found and n == found[-1][0]:
             raise ExtractionError(f"LBN {first}: a zone change without a change of sectors per track")
         end = zone_end(probes, first, n)
-        h, c, s, tracks, slipped = _solve_zone(probes, first, end, n, surfaces)
-        if s > 1:
-            surfaces = s
-        slips += [(first_track + p // n, p % n) for p in slipped]
-        found.append((n, h, c, tracks))
+        zone = solve_zone(probes, first, end, n, surfaces)
+        m, tracks = zone.model, zone.tracks
+        if m.surfaces > 1:
+            surfaces = m.surfaces
+        slips += [(first_track + p // n, p % n) for p in zone.slipped]
+        found.append((n, m.h, m.c, tracks))
         firsts.append(first)
         first, first_track = end, first_track + tracks
         if progress:
@@ -148,22 +142,6 @@ def _zones(probes: Probes, progress: Callable[[int, int], None] | None
         raise ExtractionError(f"zone track counts {[t for *_, t in found]} are not whole {s}-surface cylinders")
     zones = [Zone(tracks // s, n, h, c) for n, h, c, tracks in found]
     return zones, firsts, [(*divmod(t, s), slot) for t, slot in slips], s
-
-
-def _solve_zone(probes: Probes, first: int, end: int, n: int, surfaces: int | None
-                ) -> tuple[int, int, int, int, list[int]]:
-    """(H, cylinder skew, surfaces, tracks, slipped slots) of one zone: the best skew fit that
-    the defect search finds consistent (densely slipped tracks can make a wrong fit look best)."""
-    failure: ExtractionError | None = None
-    for h, c, s in fit_skews(probes, first, end, n, surfaces):
-        try:
-            tracks, slipped = slipped_slots(probes, ZoneModel(first, n, h, c, s), end)
-        except ExtractionError as e:
-            failure = failure or e
-            continue
-        return h, c, s, tracks, slipped
-    assert failure is not None
-    raise failure
 
 
 def _verify(probes: Probes, g: DiskGeometry, firsts: list[int], seed: int) -> None:

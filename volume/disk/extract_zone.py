@@ -10,8 +10,14 @@ is an integer — ``(slot + skew_offset(track) + 1) mod N`` — and in another z
 * **Skews and surfaces.** Sampling the sectors ``N`` apart from the zone's start lands once per
   track; the angle advances by H per head switch and by the cylinder skew at every ``surfaces``-th
   track (plus one per slipped defect in between; slips only ever add). The period and the two
-  steps that leave the fewest sectors unexplained are the surfaces, H and the cylinder skew; the
-  best few fits are handed to the defect search, which rejects fits that cannot be true.
+  steps that leave the fewest sectors unexplained are the surfaces, H and the cylinder skew. A
+  class's smallest step is its skew only if some window of that class holds no slip, so the zone
+  is sampled until its slipped slots (known from its size) cannot fill every window; a zone too
+  short for that also offers each smaller skew the slips could hide.
+* **Choosing a fit.** A too-large skew puts each track's slots one more sector early per switch;
+  slips near the switches can pay for that between sectors the defect search never reads, so a
+  wrong fit can pass the search. Every candidate not refuted by the sectors already read gets a
+  search, and survivors that disagree are told apart by reading a sector where they differ.
 * **Slipped defects.** Number the zone's physical slots ``p = track * N + slot``. LBN ``L`` sits at
   ``p = L - first + k(L)`` where ``k(L)`` is the number of slipped slots before it, a
   non-decreasing step function. Given bounds on ``k`` whose span is below N minus the largest skew,
@@ -23,11 +29,14 @@ is an integer — ``(slot + skew_offset(track) + 1) mod N`` — and in another z
 
 from __future__ import annotations
 
+import bisect
+
 from traxfs.volume.disk.probe import Probes
 from traxfs.volume.errors import VolumeError
 
 STEP_TOL = 1e-3  # sectors
-CANDIDATES = 4  # skew fits tried per zone before giving up
+CANDIDATES = 4  # numbers of surfaces tried for a zone whose surfaces are not yet known
+SAMPLES = 48  # tracks sampled for the skews, at least
 
 
 class ExtractionError(VolumeError):
@@ -102,24 +111,61 @@ def zone_end(probes: Probes, first: int, n: int) -> int:
 
 def fit_skews(probes: Probes, first: int, end: int, n: int, surfaces: int | None) -> list[tuple[int, int, int]]:
     """Candidate (H, cylinder skew, surfaces) of the zone ``[first, end)``, best first;
-    ``surfaces`` when already known (a candidate with equal skews says 1: it cannot tell). The
-    caller keeps the first one the defect search accepts."""
-    samples = min(48, (end - first) // n - 1)
-    if samples < 2:
-        raise ExtractionError(f"zone at LBN {first}: too few tracks ({(end - first) // n}) to measure skews")
-    ends = []
-    for j in range(samples + 1):
-        e = probes.slot_end(first + j * n, n)
-        if e is None:
-            raise ExtractionError(f"zone at LBN {first}: sector {first + j * n} is off the zone's sector grid")
-        ends.append(e)
-    steps = [(ends[j] - ends[j - 1]) % n for j in range(1, samples + 1)]  # steps[j-1]: into track j
+    ``surfaces`` when already known (a candidate with equal skews says 1: it cannot tell).
+
+    Slips only add to a step, so a class's smallest step is its skew only if one of its sampled
+    windows holds no slip. Enough samples make that certain: ``K`` slipped slots cannot fill more
+    than ``K`` windows, and ``K`` is known from the zone's size (see :func:`zone_slack`). Where the
+    zone is too short for that, every smaller skew the slack could hide is a candidate as well;
+    :func:`solve_zone` keeps the one the disk agrees with."""
+    lbns = end - first
+    most = lbns // n - 1
+    if most < 2:
+        raise ExtractionError(f"zone at LBN {first}: too few tracks ({lbns // n}) to measure skews")
+    ends: list[int] = []
+    samples = min(SAMPLES, most)
+    while True:
+        while len(ends) <= samples:
+            lbn = first + len(ends) * n
+            e = probes.slot_end(lbn, n)
+            if e is None:
+                raise ExtractionError(f"zone at LBN {first}: sector {lbn} is off the zone's sector grid")
+            ends.append(e)
+        steps = [(ends[j] - ends[j - 1]) % n for j in range(1, samples + 1)]  # steps[j-1]: into track j
+        ranked = _rank_skews(steps, n, surfaces, samples)
+        if not ranked:
+            raise ExtractionError(f"zone at LBN {first}: fewer tracks than surfaces; cannot see its cylinders")
+        _, s, h, c = ranked[0]  # more windows per class than slipped slots leave one unslipped
+        want = min(most, s * (min(zone_slack(lbns, n, s), ZoneModel(first, n, h, c, s).span) + 1))
+        if want <= samples:
+            break
+        samples = want
+    fits: dict[tuple[int, int, int], None] = {}  # ordered, without repeats
+    for score, s, h, c in ranked[:CANDIDATES]:
+        cross = samples // s
+        plain = samples - cross
+        # the slips the fit leaves unexplained come out of the slack; what is left may hide in
+        # every window of a class. A defect search resolves at most `span` slips between the
+        # zone's first and last sectors, and the windows lie between them.
+        span = ZoneModel(first, n, h, c, s).span
+        budget = max(0, min(zone_slack(lbns, n, s), span) - score + (cross if plain else 0))
+        for a in range(budget // plain + 1 if plain else 1):
+            for b in range((budget - a * plain) // cross + 1):
+                if min(h - a, c - b) >= 0:
+                    fits[(h - a, c - b, 1 if h - a == c - b else s)] = None
+    return list(fits)
+
+
+def _rank_skews(steps: list[int], n: int, surfaces: int | None, samples: int) -> list[tuple[int, int, int, int]]:
+    """(score, surfaces, H, cylinder skew) for each number of surfaces, best (lowest) first; the
+    score counts the slipped slots the fit leaves unexplained, plus one per cylinder switch when
+    the fit claims a second skew."""
 
     def fit(values: list[int]) -> tuple[int, int]:
         """(skew, slipped slots it leaves unexplained): each slip adds one sector to a step."""
         return min(((v, sum((x - v) % n for x in values)) for v in set(values)), key=lambda f: f[1])
 
-    ranked = []  # (score, surfaces, h, c)
+    ranked = []
     for s in [surfaces] if surfaces else range(1, max(1, samples // 3) + 1):
         cross = [x for j, x in enumerate(steps, 1) if j % s == 0]
         plain = [x for j, x in enumerate(steps, 1) if j % s]
@@ -130,13 +176,47 @@ def fit_skews(probes: Probes, first: int, end: int, n: int, surfaces: int | None
         # a second skew must pay for itself: slips alone can make one class of steps look
         # larger, so it is charged a sector per cylinder switch it claims
         ranked.append((c_left + h_left + (len(cross) if plain else 0), s, h, c))
-    if not ranked:
-        raise ExtractionError(f"zone at LBN {first}: fewer tracks than surfaces; cannot see its cylinders")
-    fits = []  # equal skews look alike for any number of surfaces: keep those as one surface
-    for _, s, h, c in sorted(ranked):
-        if (h, c, 1 if h == c else s) not in fits:
-            fits.append((h, c, 1 if h == c else s))
-    return fits[:CANDIDATES]
+    out: list[tuple[int, int, int, int]] = []  # equal skews look alike for any number of surfaces
+    for score, s, h, c in sorted(ranked):
+        if all((h, c, 1 if h == c else s) != (h2, c2, 1 if h2 == c2 else s2) for _, s2, h2, c2 in out):
+            out.append((score, s, h, c))
+    return out
+
+
+def zone_slack(lbns: int, n: int, surfaces: int) -> int:
+    """The fewest slipped slots that let ``lbns`` LBNs fill whole ``surfaces``-track cylinders of
+    ``n``-slot tracks: the zone's own count unless it slips a whole cylinder's worth more (far
+    beyond the ``span`` a defect search resolves)."""
+    tracks = -(-lbns // n)
+    tracks += -tracks % surfaces
+    return tracks * n - lbns
+
+
+def _slot_of(probes: Probes, model: ZoneModel, lbn: int, lo: int, hi: int) -> int:
+    """The one physical slot in ``[lo, hi]`` whose completion angle is ``lbn``'s."""
+    e = probes.slot_end(lbn, model.n)
+    found = model.slots_at(e, lo, hi) if e is not None else []
+    if len(found) != 1:
+        raise ExtractionError(
+            f"LBN {lbn}: completion angle fits {len(found)} slots of its zone (at LBN {model.first_lbn}); "
+            "the zone has more slipped defects than extraction can resolve, or the disk is not "
+            "what the timings suggested")
+    return found[0]
+
+
+def check_seen(probes: Probes, model: ZoneModel, end: int) -> None:
+    """Raise unless ``model`` places every sector of ``[first, end)`` read so far in ascending
+    slots, with no more slipped between them than a defect search resolves (see
+    :func:`slipped_slots`). Costs no probe: a model refuted here needs no defect search."""
+    first = model.first_lbn
+    p_first = p = _slot_of(probes, model, first, 0, model.span)
+    seen = probes.seen(first + 1, end)
+    if seen:  # the last sector read refutes most wrong models at once
+        _slot_of(probes, model, seen[-1], seen[-1] - first + p_first, seen[-1] - first + p_first + model.span)
+    prev = first
+    for lbn in seen:
+        p = _slot_of(probes, model, lbn, p + lbn - prev, lbn - first + p_first + model.span)
+        prev = lbn
 
 
 def slipped_slots(probes: Probes, model: ZoneModel, end: int) -> tuple[int, list[int]]:
@@ -144,14 +224,7 @@ def slipped_slots(probes: Probes, model: ZoneModel, end: int) -> tuple[int, list
     first, n = model.first_lbn, model.n
 
     def slot_of(lbn: int, lo: int, hi: int) -> int:
-        e = probes.slot_end(lbn, n)
-        found = model.slots_at(e, lo, hi) if e is not None else []
-        if len(found) != 1:
-            raise ExtractionError(
-                f"LBN {lbn}: completion angle fits {len(found)} slots of its zone (at LBN {first}); "
-                "the zone has more slipped defects than extraction can resolve, or the disk is not "
-                "what the timings suggested")
-        return found[0]
+        return _slot_of(probes, model, lbn, lo, hi)
 
     p_first = slot_of(first, 0, model.span)
     last = end - 1
@@ -174,3 +247,73 @@ def slipped_slots(probes: Probes, model: ZoneModel, end: int) -> tuple[int, list
         todo += [(mid, pm, l2, p2), (l1, p1, mid, pm)]
     slipped.extend(range(p_last + 1, tracks * n))
     return tracks, sorted(slipped)
+
+
+class ZoneLayout:
+    """A solved zone: its model, ``tracks`` and slipped slots; predicts every sector's angle."""
+
+    def __init__(self, model: ZoneModel, tracks: int, slipped: list[int]):
+        self.model, self.tracks, self.slipped = model, tracks, slipped
+        self.lbns = tracks * model.n - len(slipped)
+
+    def slot(self, i: int) -> int:
+        """Physical slot of the zone's ``i``-th LBN: ``i`` plus the slipped slots up to it."""
+        k = bisect.bisect_right(self.slipped, i)
+        while (k2 := bisect.bisect_right(self.slipped, i + k)) != k:
+            k = k2
+        return i + k
+
+    def end(self, i: int) -> int:
+        """Where the ``i``-th LBN's slot ends, in sectors (what :meth:`Probes.slot_end` sees)."""
+        n = self.model.n
+        p = self.slot(i)
+        return (p % n + self.model.offset(p // n) + 1) % n
+
+    def breaks(self) -> set[int]:
+        """The LBNs (zone-relative) that begin a run of consecutive slots on one track: between
+        two of them the angle advances by one sector per LBN."""
+        n, out = self.model.n, {0}
+        for p in [*(t * n for t in range(1, self.tracks)), *(s + 1 for s in self.slipped)]:
+            i = p - bisect.bisect_left(self.slipped, p)  # the LBN at the first good slot from p
+            if i < self.lbns:
+                out.add(i)
+        return out
+
+
+def solve_zone(probes: Probes, first: int, end: int, n: int, surfaces: int | None) -> ZoneLayout:
+    """The zone ``[first, end)`` solved: every skew candidate that the sectors read so far do not
+    refute gets a defect search, and survivors that disagree are told apart by reading a sector
+    where their predictions differ (the first survivor may be wrong: see the module docstring).
+
+    Survivors that agree on every sector cannot be told apart by any read: slot 0 slipped on every
+    track of one switch class reads exactly like the last slot slipped on each with that class's
+    skew one sector larger. The slips are then placed at the tracks' starts."""
+    failure: ExtractionError | None = None
+    layouts: list[ZoneLayout] = []
+    for h, c, s in fit_skews(probes, first, end, n, surfaces):
+        model = ZoneModel(first, n, h, c, s)
+        try:
+            check_seen(probes, model, end)
+            layouts.append(ZoneLayout(model, *slipped_slots(probes, model, end)))
+        except ExtractionError as e:
+            failure = failure or e
+    if not layouts:
+        assert failure is not None
+        raise failure
+
+    def agree(lbn: int) -> list[ZoneLayout]:
+        e = probes.slot_end(lbn, n)
+        return [x for x in layouts if x.end(lbn - first) == e]
+
+    for lbn in probes.seen(first, end):  # what the later defect searches read refutes earlier fits
+        layouts = agree(lbn)
+    while len(layouts) > 1:
+        a, b = layouts[0], layouts[1]
+        differ = next((i for i in sorted(a.breaks() | b.breaks()) if a.end(i) != b.end(i)), None)
+        if differ is None:
+            layouts.remove(max(b, a, key=lambda x: sum(x.slipped)))  # see the docstring
+        else:
+            layouts = agree(first + differ)
+    if not layouts:
+        raise ExtractionError(f"zone at LBN {first}: no skew fit agrees with every sector read")
+    return layouts[0]

@@ -81,6 +81,10 @@ class Probes:
             a = self._angles[lbn] = (self.done(lbn) % rev) / rev
         return a
 
+    def seen(self, lo: int, hi: int) -> list[int]:
+        """The sectors in ``[lo, hi)`` whose angle has been read, ascending."""
+        return sorted(lbn for lbn in self._angles if lo <= lbn < hi)
+
     def slot_end(self, lbn: int, n: int) -> int | None:
         """Where ``lbn``'s slot ends, in sectors of a track of ``n`` (0..n-1), or None when the
         completion does not fall on that track's sector grid (the sector is in another zone)."""
