@@ -235,6 +235,32 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
     assert r.returncode == 0 and r.stdout.startswith("vg0/fs: "), (r.stdout, r.stderr)
 
 
+def test_on_a_quadrangle_volume_of_simulated_disks(rig: Rig) -> None:
+    """The whole stack on Atropos volumes: simulated Atlas disks, a quadrangle volume (its size
+    what the usable tracks hold, its stripe unit a track row), a filesystem mounted on it, data
+    back after a remount, fsck clean; /.trax/volume.json reports the track row."""
+    disks = [str(rig.tmp / f"atlas{i}.img") for i in range(2)]
+    home = ["--home", str(rig.home)]
+    for d in disks:
+        assert main([*home, "pv", "create", d, "--model", "atlas10k3", "--cylinders-per-zone", "30"]) == 0
+    assert main([*home, "vg", "create", "sim", *disks]) == 0
+    assert main([*home, "lv", "create", "sim/q", "--size", "40M", "--layout", "quadrangle"]) == 0
+    rig.ok("mkfs", "sim/q")
+    mp = rig.mountpoint()
+    rig.mount(mp, image="sim/q")
+    data = os.urandom(3 * MiB + 12345)
+    (mp / "dir").mkdir()
+    (mp / "dir" / "f").write_bytes(data)
+    vol = json.loads((mp / ".trax" / "volume.json").read_text())
+    assert (vol["layout"], vol["stripes"], vol["stripe_unit"]) == ("quadrangle", 2, 85 * 8 * 512)
+    rig.ok("umount", mp)
+    rig.mount(mp, image="sim/q")
+    assert (mp / "dir" / "f").read_bytes() == data
+    rig.ok("umount", mp)
+    r = rig.run("fsck", "sim/q")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+
+
 # ----- what mount must refuse, changing nothing -----------------------------------------------
 def _damaged_engine_superblock(image: Path) -> None:
     dev = ImageFileDevice(str(image), SIZE, create=True)
