@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec
-from traxfs.volume.disk.mechanics import Mechanics
+from traxfs.volume.disk.geometry import DiskSpec
+from traxfs.volume.disk.mechanics import mechanics_of
 
 
 class HeadPredictor:
     """The host's copy of one disk's model, tracking its head from observed completions."""
 
     def __init__(self, spec: DiskSpec):
-        self.geometry = DiskGeometry(spec)
-        self.mechanics = Mechanics(self.geometry)
+        self.mechanics = mechanics_of(spec)  # the same model the disk has (shared, immutable)
+        self.geometry = self.mechanics.geometry
         self.head_track = 0
         self.completed_at = 0.0
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec
-from traxfs.volume.disk.mechanics import Breakdown, Mechanics
+from traxfs.volume.disk.geometry import DiskSpec
+from traxfs.volume.disk.mechanics import Breakdown, mechanics_of
 
 
 class SimulatedDisk:
@@ -32,8 +32,8 @@ class SimulatedDisk:
 
     def __init__(self, spec: DiskSpec, *, wait_for_batch: bool = False):
         self.spec = spec
-        self.geometry = DiskGeometry(spec)
-        self.mechanics = Mechanics(self.geometry)
+        self.mechanics = mechanics_of(spec)
+        self.geometry = self.mechanics.geometry
         self.wait_for_batch = wait_for_batch
         self.free_at = 0.0
         self.head_track = 0
