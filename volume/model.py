@@ -52,6 +52,12 @@ class Geometry:
             raise UsageError("the device has no zoned geometry (it is flat)")
         return DiskSpec.from_doc(self.disk)
 
+    def has_zone(self, zone: int, sectors: int, skew: int) -> bool:
+        """Whether the device has tracks and a zone ``zone`` of N = ``sectors``, H = ``skew`` —
+        only such a device can hold a zoned volume made for that shape."""
+        zones = self.disk["zones"] if self.kind == "zoned" and self.disk is not None else []
+        return 0 <= zone < len(zones) and tuple(zones[zone][1:3]) == (sectors, skew)
+
     @classmethod
     def zoned(cls, spec: DiskSpec, source: str) -> Geometry:
         return cls("zoned", spec.zones[0].sectors_per_track * SECTOR, source, spec.to_doc())
@@ -256,9 +262,7 @@ class VolumeGroupMeta:
         if not 0 < lv.size <= lv.extents * self.extent_size or lv.size % (q.block * 512):
             raise ValueError(f"logical volume {lv.name}: size {lv.size} is not whole blocks inside its extents")
         for pv in sorted(lv.pvs()):
-            geo = self.pv(pv).geometry
-            zones = geo.disk["zones"] if geo.disk is not None else []
-            if q.zone >= len(zones) or tuple(zones[q.zone][1:3]) != (q.sectors, q.skew):
+            if not self.pv(pv).geometry.has_zone(q.zone, q.sectors, q.skew):
                 raise ValueError(f"logical volume {lv.name}: physical volume {pv} has no zone {q.zone} "
                                  f"with N = {q.sectors}, H = {q.skew}")
 

@@ -17,7 +17,6 @@ from traxfs.volume.layout.quadrangle import QuadLegMap, geometries
 from traxfs.volume.model import (
     LAYOUTS,
     Area,
-    Geometry,
     LogicalVolume,
     PhysicalVolume,
     Quadrangle,
@@ -28,7 +27,7 @@ from traxfs.volume.model import (
 # Default VLBN of a quadrangle volume: 8 sectors = 4 KiB, the page engine's page (fs/engine/page.py),
 # so a page is one block, one contiguous device I/O that never straddles tracks or disks, and the
 # semi-sequential set of a block is d pages. On the Atlas 10K III outer zone (N = 686, H = 139)
-# it gives D = 5, w = 85 and R = 6 sectors (0.9 %).
+# it gives w = 85, R = 6 sectors (0.9 %) and D = 4 (cyclic form; 5 in the paper's linear form).
 DEFAULT_BLOCK = 8
 
 
@@ -169,15 +168,6 @@ def zone_limits(vg: VolumeGroupMeta, pvs: list[str], zone: int,
     return out
 
 
-def zone_fits(geo: Geometry, quad: Quadrangle) -> bool:
-    """Whether a device has tracks and a zone shaped like the volume's (only those may hold it)."""
-    if geo.disk is None:
-        return False
-    zones = geo.disk_spec().zones
-    return quad.zone < len(zones) and (zones[quad.zone].sectors_per_track, zones[quad.zone].track_skew) == (
-        quad.sectors, quad.skew)
-
-
 def allocate_tracks(vg: VolumeGroupMeta, quad: Quadrangle, stripes: int, pools: list[list[str]], size: int,
                     existing: list[list[Segment]], first_le: int) -> tuple[int, list[list[Segment]], int]:
     """Extents for a zoned volume of at least ``size`` bytes on every leg.
@@ -187,7 +177,7 @@ def allocate_tracks(vg: VolumeGroupMeta, quad: Quadrangle, stripes: int, pools: 
     boundaries), so the estimate grows until every leg holds ``size``. Returns (extents added per
     leg, new segments per leg, the volume's size: its smallest leg's capacity).
     """
-    pools = [[p for p in pool if zone_fits(vg.pv(p).geometry, quad)] for pool in pools]
+    pools = [[p for p in pool if vg.pv(p).geometry.has_zone(quad.zone, quad.sectors, quad.skew)] for pool in pools]
     geos = geometries(vg, {p for pool in pools for p in pool} | {a.pv for segs in existing for s in segs for a in s.areas})
     limits = zone_limits(vg, list(geos), quad.zone, geos)
     pe_start = {p: vg.pv(p).pe_start for p in geos}
@@ -217,7 +207,7 @@ def replacement_holds(vg: VolumeGroupMeta, lv: LogicalVolume, old: str, new: Phy
     """Why ``new`` cannot take the place of device ``old`` under the zoned volume ``lv`` (its
     zone differs, or its defects leave a leg fewer usable tracks than the volume's size), or None."""
     quad = lv.quadrangle
-    if not zone_fits(new.geometry, quad):
+    if not new.geometry.has_zone(quad.zone, quad.sectors, quad.skew):
         return f"it has no zone {quad.zone} with N = {quad.sectors}, H = {quad.skew} for {lv.name}"
     geos = geometries(vg, lv.pvs() - {old})
     geos[new.uuid] = DiskGeometry(new.geometry.disk_spec())
