@@ -161,6 +161,34 @@ def new_engine(path: str, **kw):
     return Engine.open(dev, **kw)
 
 
+def bulk_build_all_or_nothing(path: str, cls, items):
+    """Drive a structure's ``bulk_create`` (``cls``: BTree or LinearHash) through the three cases
+    of Stasis' logging opt-out on a fresh engine at ``path``: aborted, then a crash before commit —
+    no structure and no allocated page either way — then committed and a crash. Returns the
+    reopened engine and the structure named ``kept`` for the caller's checks of its contents."""
+    from traxfs.fs.engine.check import check_engine
+    from traxfs.fs.engine.engine import Engine
+    from traxfs.volume.device import ImageFileDevice
+
+    eng = new_engine(path)
+    tx = eng.begin()  # aborted: no structure, no page left allocated
+    cls.bulk_create(eng, tx, items, "gone")
+    eng.abort(tx)
+    assert cls.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
+    tx = eng.begin()  # crash before commit: the same
+    cls.bulk_create(eng, tx, items, "gone")
+    eng.log.flush_all()
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    assert cls.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
+    tx = eng.begin()  # committed, then a crash: every entry is there, pages reused from above
+    cls.bulk_create(eng, tx, items, "kept")
+    eng.commit(tx)
+    eng.unclean_shutdown()
+    eng = Engine.open(ImageFileDevice(path))
+    return eng, cls.open_named(eng, "kept")
+
+
 @pytest.fixture
 def eng(tmp_path):
     """An open engine, aborted-and-closed after the test whatever state it was left in."""

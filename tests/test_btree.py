@@ -13,7 +13,7 @@ import tempfile
 import threading
 
 import pytest
-from conftest import IO_PHASES, new_engine
+from conftest import IO_PHASES, bulk_build_all_or_nothing, new_engine
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -636,25 +636,8 @@ def test_bulk_create_equals_inserting_one_by_one(eng, n):
 
 @pytest.mark.timeout(120)
 def test_bulk_create_is_all_or_nothing(tmp_path):
-    path = str(tmp_path / "engine.img")
-    eng = new_engine(path)
     items = [(b"%08d" % i, b"v" * 50) for i in range(20000)]
-    tx = eng.begin()  # aborted: no tree, no page left allocated
-    BTree.bulk_create(eng, tx, items, "gone")
-    eng.abort(tx)
-    assert BTree.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
-    tx = eng.begin()  # crash before commit: the same
-    BTree.bulk_create(eng, tx, items, "gone")
-    eng.log.flush_all()
-    eng.unclean_shutdown()
-    eng = Engine.open(ImageFileDevice(path))
-    assert BTree.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
-    tx = eng.begin()  # committed, then a crash: every entry is there, pages reused from above
-    BTree.bulk_create(eng, tx, items, "kept")
-    eng.commit(tx)
-    eng.unclean_shutdown()
-    eng = Engine.open(ImageFileDevice(path))
-    tree = BTree.open_named(eng, "kept")
+    eng, tree = bulk_build_all_or_nothing(str(tmp_path / "engine.img"), BTree, items)
     assert list(tree.items()) == items and tree.check() == [] and check_engine(eng, leaks=True) == []
     with pytest.raises(ValueError, match="duplicate key"):
         BTree.bulk_create(eng, eng.begin(), [(b"a", b""), (b"a", b"")])

@@ -12,7 +12,7 @@ import tempfile
 import threading
 
 import pytest
-from conftest import IO_PHASES, new_engine
+from conftest import IO_PHASES, bulk_build_all_or_nothing, new_engine
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -403,25 +403,9 @@ def test_bulk_create_then_use_as_usual(eng, n):
 
 @pytest.mark.timeout(120)
 def test_bulk_create_is_all_or_nothing(tmp_path):
-    path = str(tmp_path / "engine.img")
-    eng = new_engine(path)
     items = [(b"%08d" % i, b"v" * 60) for i in range(20000)]
-    tx = eng.begin()  # aborted: no table, no page left allocated
-    LinearHash.bulk_create(eng, tx, items, "gone")
-    eng.abort(tx)
-    assert LinearHash.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
-    tx = eng.begin()  # crash before commit: the same
-    LinearHash.bulk_create(eng, tx, items, "gone")
-    eng.log.flush_all()
-    eng.unclean_shutdown()
-    eng = Engine.open(ImageFileDevice(path))
-    assert LinearHash.open_named(eng, "gone") is None and check_engine(eng, leaks=True) == []
-    tx = eng.begin()  # committed, then a crash: every entry is there
-    LinearHash.bulk_create(eng, tx, items, "kept")
-    eng.commit(tx)
-    eng.unclean_shutdown()
-    eng = Engine.open(ImageFileDevice(path))
-    assert_healthy(LinearHash.open_named(eng, "kept"), dict(items))
+    eng, h = bulk_build_all_or_nothing(str(tmp_path / "engine.img"), LinearHash, items)
+    assert_healthy(h, dict(items))
     assert check_engine(eng, leaks=True) == []
     tx = eng.begin()
     with pytest.raises(ValueError, match="duplicate key"):
