@@ -49,6 +49,29 @@ class PowerLossDevice(Device):
             self._pending.append((offset, bytes(data)))
             self.stats["writes"] += 1
 
+    def write_durable(self, offset: int, data: bytes | memoryview) -> None:
+        """This write reaches the medium now; other unflushed writes stay at risk. Unflushed
+        bytes it overwrites are superseded, as in a disk cache (only their other bytes remain
+        pending)."""
+        self._check(offset, len(data))
+        if self.crashed:
+            raise OSError("device lost power")
+        end = offset + len(data)
+        with self._lock:
+            kept = []
+            for off, w in self._pending:
+                if off + len(w) <= offset or off >= end:
+                    kept.append((off, w))
+                    continue
+                if off < offset:
+                    kept.append((off, w[: offset - off]))
+                if off + len(w) > end:
+                    kept.append((end, w[end - off :]))
+            self._pending = kept
+            self.inner.write(offset, bytes(data))
+            self.inner.flush()
+            self.stats["writes"] += 1
+
     def flush(self) -> None:
         if self.crashed:
             raise OSError("device lost power")

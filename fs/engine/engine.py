@@ -230,7 +230,7 @@ class Engine:
         else:
             _, end = self._append(tx, RecType.COMMIT, new_state=TxState.COMMITTED)
             self.locks.release_all(tx.xid, end)  # ELR: before the commit is durable
-            handle = self.log.commit_handle(max(end, tx.depends_lsn))
+            handle = self.log.commit_handle(max(end, tx.depends_lsn), will_wait=durable)
             self._end(tx, TxState.ENDED)  # a COMMIT record ends a transaction: no END record
         for hook in tx.post_commit:
             hook(handle)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 
 S, X = "S", "X"
 
@@ -25,10 +24,12 @@ class LockTimeout(Exception):
     pass
 
 
-@dataclass
 class _Entry:
-    holders: dict[int, str] = field(default_factory=dict)  # xid -> mode
-    commit_lsn: int = 0  # end LSN of the last commit that released this lock early (ELR)
+    __slots__ = ("holders", "commit_lsn")
+
+    def __init__(self) -> None:
+        self.holders: dict[int, str] = {}  # xid -> mode
+        self.commit_lsn = 0  # end LSN of the last commit that released this lock early (ELR)
 
 
 class LockManager:
@@ -36,15 +37,17 @@ class LockManager:
         self._locks: dict[Hashable, _Entry] = {}
         self._held: dict[int, set[Hashable]] = {}
         self._waits_for: dict[int, Hashable] = {}  # xid -> key it waits on
-        self._cv = threading.Condition()
+        self._mutex = threading.Lock()  # entered directly: a Condition's __enter__ is Python code
+        self._cv = threading.Condition(self._mutex)
+        self._waiting = 0  # threads in _cv.wait: release_all notifies only when there are any
         self.stats = {"acquired": 0, "waits": 0, "deadlocks": 0}
 
     @staticmethod
     def _compatible(entry: _Entry, xid: int, mode: str) -> bool:
-        others = {x: m for x, m in entry.holders.items() if x != xid}
-        if not others:
+        holders = entry.holders
+        if not holders or (len(holders) == 1 and xid in holders):
             return True
-        return mode == S and all(m == S for m in others.values())
+        return mode == S and all(m == S for x, m in holders.items() if x != xid)
 
     def _blockers(self, xid: int) -> set[int]:
         key = self._waits_for.get(xid)
@@ -68,47 +71,61 @@ class LockManager:
         """Acquire; return the end LSN of the last commit that released ``key`` early. A
         transaction that read or overwrote such data must not report success before that LSN is
         durable (ELR condition 1; the engine enforces it at commit)."""
-        with self._cv:
-            entry = self._locks.setdefault(key, _Entry())
-            if entry.holders.get(xid) == X or (entry.holders.get(xid) == S and mode == S):
+        with self._mutex:
+            entry = self._locks.get(key)
+            if entry is None:  # the common case: nobody holds or recently released it
+                entry = self._locks[key] = _Entry()
+            held = entry.holders.get(xid)
+            if held == X or (held == S and mode == S):
                 return entry.commit_lsn
-            first = True
-            while not self._compatible(entry := self._locks.setdefault(key, _Entry()), xid, mode):
-                self._waits_for[xid] = key
-                if self._cycle(xid):
-                    del self._waits_for[xid]
-                    self.stats["deadlocks"] += 1
-                    raise Deadlock(f"transaction {xid} would deadlock waiting for {key!r}")
-                if first:
-                    self.stats["waits"] += 1
-                    first = False
-                if not self._cv.wait(timeout):
-                    del self._waits_for[xid]
-                    raise LockTimeout(f"transaction {xid} timed out waiting for {key!r}")
-            self._waits_for.pop(xid, None)
-            entry.holders[xid] = X if mode == X else entry.holders.get(xid, S)
-            self._held.setdefault(xid, set()).add(key)
+            if not self._compatible(entry, xid, mode):
+                self.stats["waits"] += 1
+                while not self._compatible(entry, xid, mode):
+                    self._waits_for[xid] = key
+                    if self._cycle(xid):
+                        del self._waits_for[xid]
+                        self.stats["deadlocks"] += 1
+                        raise Deadlock(f"transaction {xid} would deadlock waiting for {key!r}")
+                    self._waiting += 1
+                    try:
+                        woken = self._cv.wait(timeout)
+                    finally:
+                        self._waiting -= 1
+                    if not woken:
+                        del self._waits_for[xid]
+                        raise LockTimeout(f"transaction {xid} timed out waiting for {key!r}")
+                    entry = self._locks.get(key)  # the last holder's release may have dropped it
+                    if entry is None:
+                        entry = self._locks[key] = _Entry()
+                self._waits_for.pop(xid, None)
+            entry.holders[xid] = X if mode == X else (held or S)
+            keys = self._held.get(xid)
+            if keys is None:
+                self._held[xid] = {key}
+            else:
+                keys.add(key)
             self.stats["acquired"] += 1
             return entry.commit_lsn
 
     def release_all(self, xid: int, commit_lsn: int = 0) -> None:
         """Release every lock of ``xid``. ``commit_lsn``: it committed (maybe not yet durably)."""
-        with self._cv:
+        with self._mutex:
             for key in self._held.pop(xid, ()):
                 entry = self._locks[key]
                 entry.holders.pop(xid, None)
                 entry.commit_lsn = max(entry.commit_lsn, commit_lsn)
                 if not entry.holders and entry.commit_lsn == 0:
                     del self._locks[key]
-            self._cv.notify_all()
+            if self._waiting:
+                self._cv.notify_all()
 
     def holders(self, key: Hashable) -> dict[int, str]:
-        with self._cv:
+        with self._mutex:
             e = self._locks.get(key)
             return dict(e.holders) if e else {}
 
     def prune(self, durable_lsn: int) -> None:
         """Forget early-release marks of commits that are now durable (they constrain no one)."""
-        with self._cv:
+        with self._mutex:
             for key in [k for k, e in self._locks.items() if not e.holders and e.commit_lsn <= durable_lsn]:
                 del self._locks[key]

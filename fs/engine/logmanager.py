@@ -69,12 +69,26 @@ class LogManager:
         self.durable_lsn = start_lsn
         self.trunc_lsn = start_lsn
         self._on_pressure = on_pressure
+        self._seed = store.seed
+        # log bytes recovery still needs: past a quarter of the region a checkpoint is asked for;
+        # ordinary records may not use the last reserve, which is kept for checkpoints
+        self._pressure_at = store.size // 4
+        self._limit = store.size - min(1 << 18, store.size // 8)
+        self._system_limit = store.size - (1 << 14)
         # called by the flusher after it has chosen which records to write and before writing
         # them: a caller that writes data outside the log (unlogged extents) flushes the device
         # here, so no record can reach the disk before the data it describes (ordered mode)
         self.before_write: Callable[[], None] | None = None
-        self._cv = threading.Condition()
-        self._pending_commits: list[int] = []  # end LSNs of commits not yet durable
+        # one lock, two conditions: committers blocked on durability wait on ``_cv``; the daemon
+        # waits on ``_daemon_cv``, which only work it must do itself signals (soft commits,
+        # callbacks, stop). A committer that waits leads its own flush, so waking the daemon for
+        # it would only cost two context switches per commit.
+        # (``with self._lock``, not ``with self._cv``: a Condition's __enter__ is Python code)
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._daemon_cv = threading.Condition(self._lock)
+        self._waiters = 0  # threads blocked in _cv.wait
+        self._pending_commits: list[int] = []  # end LSNs of soft commits not yet durable
         self._first_wait: float | None = None
         self._forced = 0  # highest LSN someone is blocked on
         self._callbacks: list[tuple[int, int, Callable[[], None]]] = []
@@ -92,14 +106,14 @@ class LogManager:
         """Insert a record; return (lsn, end lsn). Not durable until flushed. ``system`` records
         (checkpoints) may use the last reserve of the log region, so a checkpoint can always run
         to free space even when ordinary work is refused with :class:`LogFull`."""
-        rec = encode(rtype, xid, prev_lsn, page, opcode, undo_next, payload, self.epoch, self.store.seed)
+        rec = encode(rtype, xid, prev_lsn, page, opcode, undo_next, payload, self.epoch, self._seed)
         used = self.buffer.reserved() + len(rec) - self.trunc_lsn
-        if used > self.store.size // 4 and self._on_pressure is not None:
-            self._on_pressure()
-        reserve = (1 << 14) if system else min(1 << 18, self.store.size // 8)
-        if used > self.store.size - reserve:
-            raise LogFull(f"log region full: {used} of {self.store.size} bytes still needed by recovery "
-                          "(a transaction too large for the log, or checkpoints cannot keep up)")
+        if used > self._pressure_at:
+            if self._on_pressure is not None:
+                self._on_pressure()
+            if used > (self._system_limit if system else self._limit):
+                raise LogFull(f"log region full: {used} of {self.store.size} bytes still needed by recovery "
+                              "(a transaction too large for the log, or checkpoints cannot keep up)")
         lsn = self.buffer.insert(rec)
         self.stats["records"] += 1
         return lsn, lsn + len(rec)
@@ -108,23 +122,25 @@ class LogManager:
         return self.buffer.reserved()
 
     # ----- durability ---------------------------------------------------------------------------
-    def commit_handle(self, end_lsn: int) -> Durability:
-        """A commit record ending at ``end_lsn`` was inserted: count it toward the group."""
-        with self._cv:
-            self._pending_commits.append(end_lsn)
+    def commit_handle(self, end_lsn: int, will_wait: bool = False) -> Durability:
+        """A commit record ending at ``end_lsn`` was inserted: count it toward the group.
+        ``will_wait``: the caller blocks on the handle at once, and so flushes for itself (or
+        rides on the flush running): the daemon is not woken for it."""
+        with self._lock:
             self.stats["commits"] += 1
-            if self._first_wait is None:
-                self._first_wait = time.monotonic()
-            self._cv.notify_all()
+            if not will_wait:  # the daemon's group: X, L and T count these
+                self._pending_commits.append(end_lsn)
+                if self._first_wait is None:
+                    self._first_wait = time.monotonic()
+                self._daemon_cv.notify()
         return Durability(self, end_lsn)
 
     def force(self, lsn: int) -> None:
         """Block until the log is durable up to ``lsn`` (write-ahead rule, abort, checkpoint)."""
         if self.durable_lsn >= lsn:
             return
-        with self._cv:
+        with self._lock:
             self._forced = max(self._forced, lsn)
-            self._cv.notify_all()
         if not self.wait_durable(lsn, None):  # stopped: a page write relying on this must not happen
             raise LogClosed(f"log stopped before LSN {lsn} was durable (closed or unclean shutdown)")
 
@@ -136,7 +152,7 @@ class LogManager:
         while self.durable_lsn < lsn:
             if self._try_flush(lsn):
                 continue
-            with self._cv:
+            with self._lock:
                 if self.durable_lsn >= lsn:
                     break
                 if self._error is not None:
@@ -147,31 +163,39 @@ class LogManager:
                 if remaining is not None and remaining <= 0:
                     return False
                 if self._flushing:
-                    self._cv.wait(remaining if remaining is not None else 0.5)
+                    self._waiters += 1
+                    try:
+                        self._cv.wait(remaining if remaining is not None else 0.5)
+                    finally:
+                        self._waiters -= 1
         return True
 
     def _try_flush(self, want: int) -> bool:
-        with self._cv:
+        with self._lock:
             if self._flushing or self._stop or self._error is not None:
                 return False
             self._flushing = True
         try:
             self._flush(want)
         except BaseException as e:
-            with self._cv:
+            with self._lock:
                 self._error = e
                 self._cv.notify_all()
             raise
         finally:
-            with self._cv:
+            with self._lock:
                 self._flushing = False
-                self._cv.notify_all()
+                if self._waiters:
+                    self._cv.notify_all()
+                if self._pending_commits or self._callbacks:
+                    self._daemon_cv.notify()  # soft commits or callbacks that came in meanwhile
         return True
 
     def on_durable(self, lsn: int, fn: Callable[[], None]) -> None:
-        with self._cv:
+        with self._lock:
             if self.durable_lsn < lsn:
                 heapq.heappush(self._callbacks, (lsn, next(self._seq), fn))
+                self._daemon_cv.notify()
                 return
         fn()
 
@@ -188,12 +212,12 @@ class LogManager:
     def _run(self) -> None:
         """The daemon: flushes by policy for commits nobody blocks on (durability handles)."""
         while True:
-            with self._cv:
+            with self._lock:
                 while not self._stop and (self._flushing or not self._due()):
                     timeout = 0.05
                     if self._first_wait is not None:
                         timeout = max(0.0005, self.policy.max_delay - (time.monotonic() - self._first_wait))
-                    self._cv.wait(timeout)
+                    self._daemon_cv.wait(timeout)
                 if self._stop or self._error is not None:
                     return
                 target = max(self._forced, self.durable_lsn)
@@ -210,20 +234,20 @@ class LogManager:
         if released > start:
             if self.before_write is not None:
                 self.before_write()
-            self.store.write(start, self.buffer.read(start, released))
-            self.store.sync()
+            self.store.append_durable(start, self.buffer.read(start, released))
             self.buffer.mark_flushed(released)
             self.stats["flushes"] += 1
             self.stats["bytes_flushed"] += released - start
         ready = []
-        with self._cv:
-            self.durable_lsn = max(self.durable_lsn, released)
-            self._pending_commits = [c for c in self._pending_commits if c > self.durable_lsn]
-            # commits that arrived during this flush form the next group; their clock starts now
-            self._first_wait = time.monotonic() if self._pending_commits else None
+        with self._lock:
+            if released > self.durable_lsn:
+                self.durable_lsn = released
+            if self._pending_commits:
+                self._pending_commits = [c for c in self._pending_commits if c > released]
+                # commits that arrived during this flush form the next group; their clock starts now
+                self._first_wait = time.monotonic() if self._pending_commits else None
             while self._callbacks and self._callbacks[0][0] <= self.durable_lsn:
                 ready.append(heapq.heappop(self._callbacks)[2])
-            self._cv.notify_all()
         for fn in ready:
             fn()
 
@@ -234,7 +258,8 @@ class LogManager:
         """Stop the daemon; with ``flush`` (a clean shutdown) make everything durable first."""
         if flush and self._error is None:
             self.flush_all()
-        with self._cv:
+        with self._lock:
             self._stop = True
             self._cv.notify_all()
+            self._daemon_cv.notify()
         self._daemon.join(timeout=10)

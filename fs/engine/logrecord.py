@@ -33,6 +33,9 @@ from dataclasses import dataclass
 import crc32c
 
 HDR = struct.Struct("<IIQIBBHQQQQII")
+_HEAD, _TAIL, _U32 = struct.Struct("<IIQ"), struct.Struct("<IBBHQQQQII"), struct.Struct("<I")  # HDR's parts
+_PAD = bytes(8)
+_crc32c = crc32c.crc32c
 HEADER_SIZE = HDR.size  # 64
 NO_PAGE = (1 << 64) - 1
 MAX_PAYLOAD = 256 * 1024
@@ -82,13 +85,13 @@ def encode(rtype: int, xid: int, prev_lsn: int, page: int, opcode: int, undo_nex
     """A record ready for the log buffer; its LSN field is zero until the buffer fills it."""
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"log record payload of {len(payload)} bytes exceeds the limit of {MAX_PAYLOAD}")
-    total = HEADER_SIZE + len(payload)
-    total += -total % 8
-    buf = bytearray(total)
-    HDR.pack_into(buf, 0, 0, total, 0, epoch, rtype, 0, opcode, xid, prev_lsn, page, undo_next, len(payload), 0)
-    buf[HEADER_SIZE : HEADER_SIZE + len(payload)] = payload
-    struct.pack_into("<I", buf, 0, _crc(buf, seed))
-    return bytes(buf)
+    plen = len(payload)
+    total = (HEADER_SIZE + plen + 7) & ~7
+    tail = _TAIL.pack(epoch, rtype, 0, opcode, xid, prev_lsn, page, undo_next, plen, 0) + payload
+    if total != HEADER_SIZE + plen:
+        tail += _PAD[: total - HEADER_SIZE - plen]
+    crc = _crc32c(tail, _crc32c(_U32.pack(total), seed))  # = _crc of the whole record
+    return _HEAD.pack(crc, total, 0) + tail
 
 
 def _crc(buf: bytes | bytearray | memoryview, seed: int) -> int:

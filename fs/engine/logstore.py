@@ -23,6 +23,7 @@ class LogStore:
             raise ValueError(f"log region of {size} bytes: must be a multiple of 4096 and at least 1 MiB")
         self.dev, self.offset, self.size, self.seed = dev, offset, size, seed
         self.scan_stop = ""  # why the last scan ended where it did
+        self._tail: tuple[int, bytes] = (-1, b"")  # (LSN of the last partial sector, its bytes)
 
     def _spans(self, lsn: int, n: int) -> list[tuple[int, int, int]]:
         """(device offset, bytes, offset in data) pieces of [lsn, lsn+n), split at the wrap."""
@@ -39,6 +40,30 @@ class LogStore:
             raise ValueError("write larger than the log region")
         for dev_off, n, at in self._spans(lsn, len(view)):
             self.dev.write(dev_off, view[at : at + n])
+
+    def append_durable(self, lsn: int, data: bytes) -> None:
+        """Write the log bytes ``data`` at ``lsn`` and make them durable, as whole sectors with
+        one durable write per span (``Device.write_durable``: O_DIRECT|O_DSYNC on an image file,
+        one device round trip instead of a buffered write plus fdatasync). The first sector's
+        bytes before ``lsn`` were appended last time (kept in ``_tail``); the last sector is padded
+        with zeros, which only ever replace bytes past the log's end. Rewriting a durable prefix
+        is safe against torn writes: every version of that sector holds the same prefix."""
+        sector = max(self.dev.block_size, 512)
+        start = lsn - lsn % sector
+        if self._tail[0] == start and len(self._tail[1]) == lsn - start:
+            head = self._tail[1]
+        else:
+            head = self.read(start, lsn - start) if lsn > start else b""
+        end = lsn + len(data)
+        whole = head + data
+        cut = end - end % sector
+        self._tail = (cut, whole[cut - start :])
+        whole += bytes(-len(whole) % sector)
+        if len(whole) > self.size:
+            raise ValueError("write larger than the log region")
+        view = memoryview(whole)
+        for dev_off, n, at in self._spans(start, len(whole)):
+            self.dev.write_durable(dev_off, view[at : at + n])
 
     def read(self, lsn: int, n: int) -> bytes:
         n = min(n, self.size)
