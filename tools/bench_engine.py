@@ -1,7 +1,9 @@
 """Engine benchmarks, side by side with SQLite (standard library) in one run.
 
-* ``durable``: single-update durable transactions from 1 and 8 concurrent clients. traxfs: one
-  8-byte cell per key, updated under a lock, ``commit()`` waits for the commit record to be on
+* ``durable``: single-update durable transactions from 1 and 8 concurrent clients, ``--repeat``
+  runs of each store interleaved, medians reported (the device's flush latency drifts by ±20%
+  over seconds here). traxfs: one
+  8-byte cell per key, incremented under a lock, ``commit()`` waits for the commit record to be on
   disk (group commit gathers concurrent commits into one fsync). SQLite: WAL mode,
   ``synchronous=FULL``, one connection per client, ``UPDATE`` + ``COMMIT`` per transaction.
 * ``bulk``: 200,000 inserts (8-byte key → 100-byte value) in one transaction with a durable
@@ -21,6 +23,7 @@ import os
 import random
 import shutil
 import sqlite3
+import statistics
 import struct
 import tempfile
 import threading
@@ -33,6 +36,7 @@ from traxfs.volume.device import create_image
 
 KEYS = 4000
 CELLS_PER_PAGE = 500
+_U64 = struct.Struct("<Q")
 
 
 def _engine(workdir: str, size: int = 512 << 20) -> Engine:
@@ -59,14 +63,16 @@ class Cells:
             eng.buffer.unpin(f)
         eng.commit(tx)
 
-    def update(self, k: int, value: int) -> None:
+    def increment(self, k: int) -> None:
+        """``UPDATE kv SET v = v + 1 WHERE k = ?`` as one durable transaction."""
         eng = self.eng
         tx = eng.begin()
         eng.lock(tx, k)
         pid, off = self.base + k // CELLS_PER_PAGE, 64 + 8 * (k % CELLS_PER_PAGE)
-        with eng.page(pid) as f:
+        with eng.page(pid) as f:  # read and write under one latch (the update re-pins, re-entrant)
             old = bytes(f.data[off : off + 8])
-        eng.update(tx, pid, ops.OP_WRITE, ops.write_payload(off, old, struct.pack("<Q", value)))
+            new = _U64.pack(_U64.unpack(old)[0] + 1)
+            eng.update(tx, pid, ops.OP_WRITE, ops.write_payload(off, old, new))
         eng.commit(tx)
 
 
@@ -91,7 +97,7 @@ def _run_clients(clients: int, seconds: float, make_worker) -> float:
     return sum(counts) / (time.monotonic() - t0)
 
 
-def bench_durable(workdir: str, seconds: float) -> list[dict]:
+def bench_durable(workdir: str, seconds: float, repeat: int = 3) -> list[dict]:
     rows = []
     eng = _engine(workdir)
     cells = Cells(eng)
@@ -118,13 +124,19 @@ def bench_durable(workdir: str, seconds: float) -> list[dict]:
         return work
 
     for clients in (1, 8):
-        flushes0 = eng.log.stats["flushes"]
-        t = _run_clients(clients, seconds, lambda _c: lambda k: cells.update(k, 1))
-        flushes = eng.log.stats["flushes"] - flushes0
-        s = _run_clients(clients, seconds, sqlite_worker)
+        ours, theirs, commits, flushes = [], [], 0, 0
+        for _ in range(repeat):  # interleaved: both see the same drift of the device's flush latency
+            flushes0 = eng.log.stats["flushes"]
+            t = _run_clients(clients, seconds, lambda _c: cells.increment)
+            flushes += eng.log.stats["flushes"] - flushes0
+            commits += t * seconds
+            ours.append(t)
+            theirs.append(_run_clients(clients, seconds, sqlite_worker))
+        t, s = statistics.median(ours), statistics.median(theirs)
         rows.append({"test": f"durable 1-update txns, {clients} client(s)", "traxfs_tps": round(t),
                      "sqlite_tps": round(s), "ratio": round(t / s, 2),
-                     "traxfs_commits_per_fsync": round(t * seconds / max(flushes, 1), 1)})
+                     "traxfs_runs": [round(x) for x in ours], "sqlite_runs": [round(x) for x in theirs],
+                     "traxfs_commits_per_fsync": round(commits / max(flushes, 1), 1)})
     eng.close()
     return rows
 
@@ -190,13 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", help="folder for the files (default: a temporary folder)")
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each timed run")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="durable runs per store and client count, interleaved; medians are reported")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--bulk", type=int, default=200_000, help="inserts in the bulk test (0: skip it)")
     a = ap.parse_args(argv)
     work = a.workdir or tempfile.mkdtemp(prefix="trax-bench-engine-")
     os.makedirs(work, exist_ok=True)
     try:
-        rows = bench_durable(work, a.seconds)
+        rows = bench_durable(work, a.seconds, a.repeat)
         bulk = bench_bulk(work, a.bulk) if a.bulk else []
     finally:
         if not a.workdir:
@@ -206,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for r in rows:
             print(f"{r['test']:<40} traxfs {r['traxfs_tps']:>8} tps   sqlite {r['sqlite_tps']:>8} tps   "
-                  f"ratio {r['ratio']:>5}   commits/fsync {r['traxfs_commits_per_fsync']}")
+                  f"ratio {r['ratio']:>5}   commits/fsync {r['traxfs_commits_per_fsync']}   "
+                  f"(runs: traxfs {r['traxfs_runs']}, sqlite {r['sqlite_runs']})")
         for r in bulk:
             print(f"bulk {a.bulk} inserts, one durable transaction: {r['structure']:<55} "
                   f"{r['seconds']:7.2f} s  {r['inserts_per_s']:>9.0f} inserts/s  log {r['log_MB']:.0f} MB")

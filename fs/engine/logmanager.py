@@ -18,6 +18,7 @@ import heapq
 import itertools
 import threading
 import time
+from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,15 +80,14 @@ class LogManager:
         # them: a caller that writes data outside the log (unlogged extents) flushes the device
         # here, so no record can reach the disk before the data it describes (ordered mode)
         self.before_write: Callable[[], None] | None = None
-        # one lock, two conditions: committers blocked on durability wait on ``_cv``; the daemon
-        # waits on ``_daemon_cv``, which only work it must do itself signals (soft commits,
-        # callbacks, stop). A committer that waits leads its own flush, so waking the daemon for
-        # it would only cost two context switches per commit.
-        # (``with self._lock``, not ``with self._cv``: a Condition's __enter__ is Python code)
+        # one lock; the daemon waits on ``_daemon_cv``, which only work it must do itself
+        # signals (soft commits, callbacks, stop). A committer that waits leads its own flush or
+        # parks as a follower (``wait_durable``), so waking the daemon for it would only cost two
+        # context switches per commit. (``with self._lock``, not ``with self._daemon_cv``: a
+        # Condition's __enter__ is Python code.)
         self._lock = threading.Lock()
-        self._cv = threading.Condition(self._lock)
         self._daemon_cv = threading.Condition(self._lock)
-        self._waiters = 0  # threads blocked in _cv.wait
+        self._followers: list[tuple[int, object]] = []  # (LSN, parked lock) of blocked committers
         self._pending_commits: list[int] = []  # end LSNs of soft commits not yet durable
         self._first_wait: float | None = None
         self._forced = 0  # highest LSN someone is blocked on
@@ -147,11 +147,13 @@ class LogManager:
     def wait_durable(self, lsn: int, timeout: float | None) -> bool:
         """Block until durable up to ``lsn``. If no flush is running, this thread runs it
         itself (leader/follower group commit): a lone committer pays one fsync and no thread
-        hand-offs, and commits that arrive while a flush runs are all covered by the next."""
+        hand-offs, and commits that arrive while a flush runs are all covered by the next.
+
+        A follower parks on a lock of its own, which the leader releases once the follower's
+        LSN is durable (or to make it the next leader): one wake-up per follower, and no
+        re-acquiring of a shared lock by every woken thread, as a Condition would."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.durable_lsn < lsn:
-            if self._try_flush(lsn):
-                continue
             with self._lock:
                 if self.durable_lsn >= lsn:
                     break
@@ -159,38 +161,58 @@ class LogManager:
                     raise RuntimeError("log daemon failed") from self._error
                 if self._stop:
                     return False
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                lead = not self._flushing
+                if lead:
+                    self._flushing = True
+                else:
+                    park = _allocate_lock()
+                    park.acquire()
+                    self._followers.append((lsn, park))
+            if lead:
+                self._lead(lsn)
+                continue
+            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if remaining <= 0 or not park.acquire(timeout=remaining):
+                with self._lock:  # timed out (or the re-check slice ended): leave the queue
+                    if (lsn, park) in self._followers:
+                        self._followers.remove((lsn, park))
+                if deadline is not None and time.monotonic() >= deadline and self.durable_lsn < lsn:
                     return False
-                if self._flushing:
-                    self._waiters += 1
-                    try:
-                        self._cv.wait(remaining if remaining is not None else 0.5)
-                    finally:
-                        self._waiters -= 1
         return True
 
     def _try_flush(self, want: int) -> bool:
+        """The daemon's way in: flush unless a flush is running (then it has nothing to do)."""
         with self._lock:
             if self._flushing or self._stop or self._error is not None:
                 return False
             self._flushing = True
+        self._lead(want)
+        return True
+
+    def _lead(self, want: int) -> None:
+        """Run one flush as the leader (``_flushing`` already claimed), then wake the followers
+        it satisfied, one more to lead the next flush, and the daemon if work is left for it."""
         try:
             self._flush(want)
         except BaseException as e:
             with self._lock:
                 self._error = e
-                self._cv.notify_all()
             raise
         finally:
             with self._lock:
                 self._flushing = False
-                if self._waiters:
-                    self._cv.notify_all()
+                if self._followers:
+                    durable, waiting = self.durable_lsn, []
+                    for lsn, park in self._followers:
+                        if lsn <= durable or self._error is not None:
+                            park.release()
+                        else:
+                            waiting.append((lsn, park))
+                    if waiting:
+                        waiting.pop(0)[1].release()  # the next leader; it takes everything released
+                    self._followers = waiting
                 if self._pending_commits or self._callbacks:
                     self._daemon_cv.notify()  # soft commits or callbacks that came in meanwhile
-        return True
-
     def on_durable(self, lsn: int, fn: Callable[[], None]) -> None:
         with self._lock:
             if self.durable_lsn < lsn:
@@ -260,6 +282,8 @@ class LogManager:
             self.flush_all()
         with self._lock:
             self._stop = True
-            self._cv.notify_all()
+            for _, park in self._followers:  # they see _stop and give up
+                park.release()
+            self._followers = []
             self._daemon_cv.notify()
         self._daemon.join(timeout=10)
