@@ -24,6 +24,9 @@ class LogStore:
         self.dev, self.offset, self.size, self.seed = dev, offset, size, seed
         self.scan_stop = ""  # why the last scan ended where it did
         self._tail: tuple[int, bytes] = (-1, b"")  # (LSN of the last partial sector, its bytes)
+        # any object with read/write/flush/size will do; a volume Device adds write_durable
+        self._write_durable = getattr(dev, "write_durable", None)
+        self._sector = max(getattr(dev, "block_size", 512), 512)
 
     def _spans(self, lsn: int, n: int) -> list[tuple[int, int, int]]:
         """(device offset, bytes, offset in data) pieces of [lsn, lsn+n), split at the wrap."""
@@ -48,7 +51,7 @@ class LogStore:
         bytes before ``lsn`` were appended last time (kept in ``_tail``); the last sector is padded
         with zeros, which only ever replace bytes past the log's end. Rewriting a durable prefix
         is safe against torn writes: every version of that sector holds the same prefix."""
-        sector = max(self.dev.block_size, 512)
+        sector = self._sector
         start = lsn - lsn % sector
         if self._tail[0] == start and len(self._tail[1]) == lsn - start:
             head = self._tail[1]
@@ -63,7 +66,12 @@ class LogStore:
             raise ValueError("write larger than the log region")
         view = memoryview(whole)
         for dev_off, n, at in self._spans(start, len(whole)):
-            self.dev.write_durable(dev_off, view[at : at + n])
+            if self._write_durable is not None:
+                self._write_durable(dev_off, view[at : at + n])
+            else:
+                self.dev.write(dev_off, view[at : at + n])
+        if self._write_durable is None:
+            self.dev.flush()
 
     def read(self, lsn: int, n: int) -> bytes:
         n = min(n, self.size)

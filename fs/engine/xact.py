@@ -24,7 +24,7 @@ class Transaction:
     and a dataclass with three list factories costs a tenth of a small durable transaction."""
 
     __slots__ = ("xid", "first_lsn", "last_lsn", "state", "depends_lsn", "pre_commit", "on_abort", "post_commit",
-                 "latch", "__weakref__")
+                 "latch", "__weakref__", "__dict__")  # __dict__: layers above keep their own per-transaction state
 
     def __init__(self, xid: int, first_lsn: int = 0, last_lsn: int = 0, state: TxState = TxState.ACTIVE):
         self.xid = xid
