@@ -10,10 +10,14 @@ log (``read`` + ``mark_flushed``, no disk), so inserts never stall for long on r
 
 Two drivers, both in one run:
 
-* ``python`` -- Python threads calling ``insert`` (what the engine's log manager does).  The insert
+* ``python`` -- Python threads calling ``insert`` with the GIL released inside every insert.  The insert
   itself runs with the GIL released, but each thread needs the GIL between two inserts, so this
   measures the buffer *plus* CPython's GIL hand-offs.  The report gives the single-thread cost per
   insert next to the native one, and the call overhead of a trivial extension method.
+* ``py-held`` -- the same Python threads with the buffer's GIL-held path on (``gil_fast_path``, what
+  the engine's log manager uses): an insert that finds the buffer free completes without releasing
+  the GIL, so Python threads pay no GIL hand-off per insert; only a contended or full buffer falls
+  back to the algorithm with the GIL released.
 * ``native`` -- the same buffers driven by pthreads inside the extension (``_native_bench``), with
   no GIL anywhere: the algorithms themselves on this machine's cores.
 
@@ -73,8 +77,9 @@ def _ctx_switches() -> int:
     return ru.ru_nvcsw + ru.ru_nivcsw
 
 
-def run_python(impl: str, threads: int, record: bytes, seconds: float, capacity: int) -> dict:
+def run_python(impl: str, threads: int, record: bytes, seconds: float, capacity: int, held: bool = False) -> dict:
     buf = IMPLS[impl](capacity, 0)
+    buf.gil_fast_path = held  # False: every insert releases the GIL and runs the algorithm
     stop = threading.Event()
     go = threading.Barrier(threads + 1)
     counts = [0] * threads
@@ -157,7 +162,8 @@ def bench(seconds: float, repeat: int, thread_counts: list[int], record_size: in
           native: bool, progress=None) -> dict:
     record = make_record(record_size)
     load_at_start = os.getloadavg()
-    drivers = [("python", run_python)] + ([("native", run_native)] if native else [])
+    drivers = [("python", run_python), ("py-held", functools.partial(run_python, held=True))] \
+        + ([("native", run_native)] if native else [])
     samples: dict[tuple[str, str, int], list[dict]] = {}
     for rep in range(repeat):
         for dname, fn in drivers:
@@ -207,7 +213,8 @@ def render(doc: dict) -> str:
            "",
            f"{'driver':7} {'threads':>7} {'impl':10} {'inserts/s':>12} {'MB/s':>9} {'vs mutex':>9} "
            f"{'min..max inserts/s':>22} {'csw/insert':>10} {'groups':>7}"]
-    for r in sorted(doc["rows"], key=lambda r: (r["driver"] != "python", r["threads"], list(IMPLS).index(r["impl"]))):
+    order = ["python", "py-held", "native"]
+    for r in sorted(doc["rows"], key=lambda r: (order.index(r["driver"]), r["threads"], list(IMPLS).index(r["impl"]))):
         csw = f"{r['ctx_switches_per_insert']:.3f}"
         grp = f"{r['avg_group_records']:.1f}" if r.get("avg_group_records") else "-"
         spread = f"{r['min_inserts_per_s'] / 1e3:,.0f}k..{r['max_inserts_per_s'] / 1e3:,.0f}k"
