@@ -90,6 +90,27 @@ def test_writes_reach_both_legs(mirror):
     assert states(registry) == ["in_sync", "in_sync"]
 
 
+def test_durable_writes_reach_both_legs_directly(mirror):
+    """``write_durable`` (the engine's log appends) goes to each leg's devices through their own
+    durable writes, across stripe and extent boundaries, sector-aligned or not."""
+    registry, paths, shadow = mirror
+    with VolumeGroup.open(registry, VG) as vg:
+        olv = vg.open_lv(LV)
+        rnd = random.Random(9)
+        for off, n in [(0, 512), (64 * 1024 - 512, 2048), (MiB - 1024, 4096), (olv.size - 512, 512),
+                       *((rnd.randrange(olv.size // 512 - 600) * 512, rnd.randrange(1, 600) * 512)
+                         for _ in range(10)), (1000, 777)]:
+            data = rnd.randbytes(n)
+            olv.write_durable(off, data)
+            shadow[off : off + n] = data
+        for leg in (0, 1):
+            assert leg_bytes(vg, olv, leg) == shadow, f"leg {leg} does not hold the durable writes"
+        with pytest.raises(UsageError, match="outside the volume"):
+            olv.write_durable(olv.size - 512, bytes(1024))
+        assert leg_bytes(vg, olv, 0, olv.size - 512) == shadow[-512:]
+    assert states(registry) == ["in_sync", "in_sync"]
+
+
 def test_extend_mirror_keeps_data_and_legs_apart(mirror):
     registry, paths, shadow = mirror
     with VolumeGroup.open(registry, VG) as vg:

@@ -191,6 +191,28 @@ class OpenLogicalVolume:
             if self.clock is not None:
                 self.clock.settle()
 
+    def write_durable(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write and make durable these bytes only (the engine's log appends): each device gets
+        its runs through its own ``write_durable`` (``O_DIRECT|O_DSYNC`` on image files) instead
+        of a write followed by a flush of every device of the group. Modelled disks keep the
+        scheduled path (``write``, then ``flush``), whose timing the simulated clock accounts."""
+        if self._predictors:
+            self.write(offset, data)
+            self.flush()
+            return
+        view = memoryview(data).cast("B")
+        self._check(offset, len(view))
+        legs = self.writable_legs()
+        if not legs:
+            raise DeviceError(f"{self.vg_name}/{self.name}: no copy is writable (devices missing)")
+        for i in legs:
+            try:
+                for run in self.legs[i].runs(offset, len(view)):
+                    parts = [view[o : o + n] for o, n in run.parts]
+                    self.devices[run.pv].write_durable(run.dev_offset, parts[0] if len(parts) == 1 else b"".join(parts))
+            except OSError as e:
+                self._fail_leg(i, DeviceError(f"{self.vg_name}/{self.name} leg {i}: write failed: {e}"))
+
     def flush(self) -> None:
         for pv in sorted(self.meta.pvs()):
             dev = self.devices.get(pv)
