@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from traxfs.fs.datamap import DataMap
+from traxfs.fs.engine import nowait
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy, LogFull
@@ -292,6 +293,21 @@ class FileSystem:
         return child
 
     # ----- reading the namespace ----------------------------------------------------------------
+    def try_now(self, fn, *args):
+        """Run the read-only ``fn(*args)`` only if it needs no waiting: the filesystem lock free,
+        every page it touches resident, no latch held elsewhere; else raise
+        :class:`~traxfs.fs.engine.nowait.WouldBlock` having changed nothing (see
+        ``traxfs.fs.engine.nowait``). The FUSE loop answers cached lookups this way."""
+        if self.closed:
+            raise FsError(errno.EIO, "filesystem is closed")
+        if not self._lock.acquire(blocking=False):
+            raise nowait.WouldBlock("the filesystem lock is held")
+        try:
+            with nowait.no_wait():
+                return fn(*args)
+        finally:
+            self._lock.release()
+
     def getattr(self, ino: int) -> Inode:
         with self._lock:
             return self._copy(ino)

@@ -2,7 +2,10 @@
 
 Each request runs its filesystem call in a trio worker thread (``trio.to_thread``): the trio
 thread only moves requests, so a slow device read, a long truncate or an fsync waiting for the
-log delays the request that asked for it and nothing else.
+log delays the request that asked for it and nothing else. Read-only calls (lookup, getattr,
+readlink, getxattr, listxattr) are first tried inline under ``nowait.no_wait()``: answered at
+once when everything they touch is in memory, handed to a worker the moment anything would wait
+(a thread hand-off costs several times a cached lookup).
 
 Kernel caches (what we chose and why):
 
@@ -39,6 +42,7 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
+from traxfs.fs.engine import nowait
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.records import Inode
@@ -74,6 +78,7 @@ class TraxOperations(pyfuse3.Operations):
         self._dirs: dict[int, int] = {}  # directory fh -> ino
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
         self._mounted_ns = time.time_ns()
+        self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
 
     # ----- plumbing -----------------------------------------------------------------------------
     async def _run(self, fn, *args, **kw):
@@ -86,6 +91,22 @@ class TraxOperations(pyfuse3.Operations):
         except Exception:
             log.exception("internal error in %s", getattr(fn, "__name__", fn))
             raise pyfuse3.FUSEError(errno.EIO) from None
+
+    async def _read(self, fn, *args):
+        """A read-only call: answered inline when everything it needs is in memory (no worker
+        thread hand-off, which costs several times the lookup), else in a worker like any other."""
+        try:
+            return self.fs.try_now(fn, *args)
+        except nowait.WouldBlock:
+            self.stats["inline_misses"] += 1
+            return await self._run(fn, *args)
+        except FsError as e:
+            raise pyfuse3.FUSEError(e.errno) from None
+        except Exception:
+            log.exception("internal error in %s", getattr(fn, "__name__", fn))
+            raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            self.stats["reads"] += 1
 
     def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
         a = pyfuse3.EntryAttributes()
@@ -140,12 +161,12 @@ class TraxOperations(pyfuse3.Operations):
             return self._entry(self._virtual(ino))
         if parent_inode >= VIRTUAL_BASE:
             if name == b"..":
-                return self._entry(await self._run(self.fs.getattr, ROOT_INO))
+                return self._entry(await self._read(self.fs.getattr, ROOT_INO))
             raise pyfuse3.FUSEError(errno.ENOENT)
         if name == b".":
-            node = await self._run(self.fs.getattr, parent_inode)
+            node = await self._read(self.fs.getattr, parent_inode)
         else:
-            node = await self._run(self.fs.lookup, parent_inode, name)
+            node = await self._read(self.fs.lookup, parent_inode, name)
         return self._referenced(node)
 
     async def forget(self, inode_list):
@@ -156,7 +177,7 @@ class TraxOperations(pyfuse3.Operations):
     async def getattr(self, inode, ctx=None):
         if inode >= VIRTUAL_BASE:
             return self._entry(self._virtual(inode))
-        return self._entry(await self._run(self.fs.getattr, inode))
+        return self._entry(await self._read(self.fs.getattr, inode))
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         self._refuse_virtual(inode)
@@ -165,7 +186,7 @@ class TraxOperations(pyfuse3.Operations):
 
     async def readlink(self, inode, ctx):
         self._refuse_virtual(inode)
-        return await self._run(self.fs.readlink, inode)
+        return await self._read(self.fs.readlink, inode)
 
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
         self._refuse_virtual(parent_inode)
@@ -211,7 +232,7 @@ class TraxOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EISDIR)
             self._status[fh] = await trio.to_thread.run_sync(self._status_bytes, name)
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
-        node = await self._run(self.fs.getattr, inode)
+        node = await self._read(self.fs.getattr, inode)
         if node.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
         if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and node.is_reg:
@@ -254,7 +275,7 @@ class TraxOperations(pyfuse3.Operations):
     # ----- directories --------------------------------------------------------------------------
     async def opendir(self, inode, ctx):
         if inode < VIRTUAL_BASE:
-            node = await self._run(self.fs.getattr, inode)
+            node = await self._read(self.fs.getattr, inode)
             if not node.is_dir:
                 raise pyfuse3.FUSEError(errno.ENOTDIR)
         elif inode not in (TRAX_DIR, SNAP_DIR):
@@ -312,14 +333,14 @@ class TraxOperations(pyfuse3.Operations):
             if len(self._caps) > 1 << 17:
                 self._caps.clear()
             try:
-                value = await self._run(self.fs.getxattr, inode, name)
+                value = await self._read(self.fs.getxattr, inode, name)
             except pyfuse3.FUSEError as e:
                 if e.errno == errno.ENODATA:
                     self._caps[inode] = False
                 raise
             self._caps[inode] = True
             return value
-        return await self._run(self.fs.getxattr, inode, name)
+        return await self._read(self.fs.getxattr, inode, name)
 
     async def setxattr(self, inode, name, value, ctx):
         self._refuse_virtual(inode)
@@ -329,7 +350,7 @@ class TraxOperations(pyfuse3.Operations):
     async def listxattr(self, inode, ctx):
         if inode >= VIRTUAL_BASE:
             return []
-        return await self._run(self.fs.listxattr, inode)
+        return await self._read(self.fs.listxattr, inode)
 
     async def removexattr(self, inode, name, ctx):
         self._refuse_virtual(inode)
@@ -348,6 +369,8 @@ class TraxOperations(pyfuse3.Operations):
 
     def _status_bytes(self, name: str) -> bytes:
         st = self.fs.status()
+        if isinstance(st.get("filesystem"), dict):
+            st["filesystem"]["fuse_reads"] = dict(self.stats)
         parts = {"engine.json": st, "log.json": st.get("log"), "buffer.json": st.get("buffer"),
                  "data.json": st.get("data"), "filesystem.json": st.get("filesystem"),
                  "volume.json": self.volume_info()}

@@ -214,6 +214,8 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
             "referenced_inodes"} <= fsdoc.keys()
     assert (fsdoc["uuid"], fsdoc["label"], fsdoc["version"]) == (uuid, "status", 1)
     assert fsdoc["transactions"] >= 1 and fsdoc["fsyncs"] >= 1
+    reads = fsdoc["fuse_reads"]  # read-only calls; those that had to go to a worker thread
+    assert reads["reads"] >= 1 and 0 <= reads["inline_misses"] <= reads["reads"]
     assert docs["engine.json"]["filesystem"]["uuid"] == uuid
     vol = docs["volume.json"]
     assert (vol["target"], vol["kind"], vol["size"], vol["layout"], vol["stripes"]) == (

@@ -23,6 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
+from traxfs.fs.engine import nowait
 from traxfs.fs.engine.page import PAGE_SIZE, page_lsn, page_type, seal, verify
 
 
@@ -56,7 +57,11 @@ class PinnedPage:
 
     def __enter__(self) -> Frame:
         self.frame = f = self.buffer.pin(self.pid)
-        f.latch.acquire()
+        try:
+            nowait.acquire(f.latch)
+        except nowait.WouldBlock:
+            self.buffer.unpin(f)
+            raise
         return f
 
     def __exit__(self, *exc: object) -> None:
@@ -103,6 +108,8 @@ class BufferManager:
         victims: list[Frame] | None = None
         with self._lock:
             f = self._frames.get(pid)
+            if (f is None or not f.loaded.is_set()) and nowait.active():
+                raise nowait.WouldBlock(f"page {pid} is not resident")
             if f is not None:
                 f.pins += 1
                 self._frames.move_to_end(pid)

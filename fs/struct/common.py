@@ -45,7 +45,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator
 
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import nowait, ops, slotted
 from traxfs.fs.engine.buffer import PinnedPage
 from traxfs.fs.engine.ops import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
@@ -63,17 +63,33 @@ _latches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _latches_lock = threading.Lock()
 
 
-def structure_latch(engine, header_pid: int) -> threading.RLock:
+class StructureLatch:
+    """A structure's latch: re-entrant (a savepoint rollback may run a logical undo of the same
+    structure while its latch is held); inside ``nowait.no_wait()`` it is taken only if free."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> StructureLatch:
+        nowait.acquire(self._lock)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def structure_latch(engine, header_pid: int) -> StructureLatch:
     """The latch of the structure whose header is ``header_pid`` in ``engine`` (shared by every
-    object opened on it). Re-entrant: a savepoint rollback may run a logical undo of the same
-    structure while its latch is held."""
+    object opened on it)."""
     with _latches_lock:
         per_engine = _latches.get(engine)
         if per_engine is None:
             per_engine = _latches[engine] = {}
         latch = per_engine.get(header_pid)
         if latch is None:
-            latch = per_engine[header_pid] = threading.RLock()
+            latch = per_engine[header_pid] = StructureLatch()
         return latch
 
 
