@@ -3,10 +3,11 @@
 * ``registry``   — a fresh :class:`Registry` whose home is inside the test's ``tmp_path``.
 * ``make_pvs``   — factory: ``make_pvs(n, size=..., unit=..., prefix=...)`` creates ``n`` sparse
   image files, labels them with ``pv_create`` and returns their paths (``str``).
-* ``loop_attach`` — factory: ``loop_attach(image_path)`` attaches an image file to a free loop
-  device (``losetup --find --show``) and returns ``/dev/loopN``; every device attached is
-  detached (``losetup -d``) in teardown, whether the test passed or failed. The test is skipped,
-  with the reason, when losetup is not usable on this machine.
+* ``loop_attach`` — factory: ``loop_attach(image_path, sector_size=None)`` attaches an image file
+  to a free loop device (``losetup --find --show``, optionally ``--sector-size``) and returns
+  ``/dev/loopN``; every device attached is detached (``losetup -d``) in teardown, whether the
+  test passed or failed. The test is skipped, with the reason, when losetup is not usable on
+  this machine.
 
 Helpers used by several test files live here too (plain functions, imported as
 ``from conftest import ...``; pytest puts ``tests/`` on ``sys.path``).
@@ -89,11 +90,12 @@ def loop_attach():
         pytest.skip(f"loop devices unavailable: {problem}")
     attached: list[str] = []
 
-    def attach(image: str | os.PathLike) -> str:
-        res = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
+    def attach(image: str | os.PathLike, sector_size: int | None = None) -> str:
+        extra = ["--sector-size", str(sector_size)] if sector_size else []
+        res = subprocess.run(["losetup", "--find", "--show", *extra, str(image)], capture_output=True, text=True,
                              timeout=30)
         if res.returncode != 0:
-            raise RuntimeError(f"losetup --find --show {image} failed: {res.stderr.strip()}")
+            raise RuntimeError(f"losetup --find --show {' '.join(extra)} {image} failed: {res.stderr.strip()}")
         dev = res.stdout.strip()
         attached.append(dev)
         return dev

@@ -81,6 +81,17 @@ class Device(ABC):
         self.write(offset, data)
         self.flush()
 
+    def direct_sync_fd(self) -> int | None:
+        """A descriptor of this device's bytes opened ``O_DIRECT|O_DSYNC`` (each aligned write
+        durable when it returns, one round trip), for a writer that composes aligned sectors
+        itself (the engine's log flusher); None when the device has no such path. The device
+        owns the descriptor: it stays valid until :meth:`close`."""
+        return None
+
+    def refuse_direct(self) -> None:
+        """The descriptor of :meth:`direct_sync_fd` refused a write (``EINVAL``): stop offering it."""
+        return  # (a device without one has nothing to stop)
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -118,6 +129,7 @@ class ImageFileDevice(Device):
         self._direct_fd: int | None = None  # opened at the first write_durable; -1: unsupported
         self._direct_buf: mmap.mmap | None = None
         self._direct_lock = threading.Lock()
+        self._retired_fds: list[int] = []
 
     def read(self, offset: int, length: int) -> bytes:
         self._check(offset, length)
@@ -165,15 +177,9 @@ class ImageFileDevice(Device):
         unaligned, or a filesystem that refuses ``O_DIRECT`` or this alignment, takes the
         default path."""
         self._check(offset, len(data))
-        if offset % SECTOR or len(data) % SECTOR or self._direct_fd == -1:
+        if offset % SECTOR or len(data) % SECTOR or self.direct_sync_fd() is None:
             return super().write_durable(offset, data)
         with self._direct_lock:
-            if self._direct_fd is None:
-                try:
-                    self._direct_fd = os.open(self.path, os.O_RDWR | os.O_DIRECT | os.O_DSYNC)
-                except OSError:
-                    self._direct_fd = -1
-                    return super().write_durable(offset, data)
             if self._direct_buf is None or len(self._direct_buf) < len(data):
                 if self._direct_buf is not None:
                     self._direct_buf.close()
@@ -188,17 +194,38 @@ class ImageFileDevice(Device):
             except OSError as e:
                 if e.errno != errno.EINVAL:  # a real I/O error: the caller must hear of it
                     raise
-                os.close(self._direct_fd)  # the filesystem wants larger alignment: stop trying
-                self._direct_fd = -1
+                self.refuse_direct()  # the filesystem wants larger alignment: stop trying
         super().write_durable(offset, data)
+
+    def direct_sync_fd(self) -> int | None:
+        """Opened at the first use; None if the filesystem refuses ``O_DIRECT`` (tmpfs)."""
+        if self._direct_fd is None:
+            with self._direct_lock:
+                if self._direct_fd is None:
+                    try:
+                        self._direct_fd = os.open(self.path, os.O_RDWR | os.O_DIRECT | os.O_DSYNC)
+                    except OSError:
+                        self._direct_fd = -1
+        return None if self._direct_fd < 0 else self._direct_fd
+
+    def refuse_direct(self) -> None:
+        """A direct write was refused (``EINVAL``: alignment): use buffered writes + fdatasync
+        from now on. The descriptor stays open until :meth:`close` (a writer may still hold its
+        number, which must not name another file meanwhile)."""
+        if self._direct_fd is not None and self._direct_fd >= 0:
+            self._retired_fds.append(self._direct_fd)
+        self._direct_fd = -1
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        if self._direct_fd is not None and self._direct_fd >= 0:
-            os.close(self._direct_fd)
-            self._direct_fd = None
+        if self._direct_fd is not None:
+            self._retired_fds.append(self._direct_fd)
+        for fd in self._retired_fds:
+            if fd >= 0:
+                os.close(fd)
+        self._retired_fds, self._direct_fd = [], None
         if self._direct_buf is not None:
             self._direct_buf.close()
             self._direct_buf = None

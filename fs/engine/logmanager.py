@@ -22,7 +22,7 @@ from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traxfs.fs.engine.logrecord import encode
+from traxfs.ext.logcodec import encode
 from traxfs.fs.engine.logstore import LogStore
 
 
@@ -190,29 +190,44 @@ class LogManager:
         return True
 
     def _lead(self, want: int) -> None:
-        """Run one flush as the leader (``_flushing`` already claimed), then wake the followers
-        it satisfied, one more to lead the next flush, and the daemon if work is left for it."""
+        """Run one flush as the leader (``_flushing`` already claimed), then, under one acquisition
+        of the lock: publish the new durable LSN, wake the followers it satisfied and one more to
+        lead the next flush, take the callbacks now due, and wake the daemon if work is left."""
+        released, ready, error = self.durable_lsn, [], None
         try:
-            self._flush(want)
+            released = self._write(want)
         except BaseException as e:
-            with self._lock:
-                self._error = e
-            raise
-        finally:
-            with self._lock:
-                self._flushing = False
-                if self._followers:
-                    durable, waiting = self.durable_lsn, []
-                    for lsn, park in self._followers:
-                        if lsn <= durable or self._error is not None:
-                            park.release()
-                        else:
-                            waiting.append((lsn, park))
-                    if waiting:
-                        waiting.pop(0)[1].release()  # the next leader; it takes everything released
-                    self._followers = waiting
-                if self._pending_commits or self._callbacks:
-                    self._daemon_cv.notify()  # soft commits or callbacks that came in meanwhile
+            error = e
+        with self._lock:
+            self._flushing = False
+            if error is not None:
+                self._error = error
+            if released > self.durable_lsn:
+                self.durable_lsn = released
+            durable = self.durable_lsn
+            if self._pending_commits:
+                self._pending_commits = [c for c in self._pending_commits if c > durable]
+                # commits that arrived during this flush form the next group; their clock starts now
+                self._first_wait = time.monotonic() if self._pending_commits else None
+            while self._callbacks and self._callbacks[0][0] <= durable:
+                ready.append(heapq.heappop(self._callbacks)[2])
+            if self._followers:
+                waiting = []
+                for lsn, park in self._followers:
+                    if lsn <= durable or self._error is not None:
+                        park.release()
+                    else:
+                        waiting.append((lsn, park))
+                if waiting:
+                    waiting.pop(0)[1].release()  # the next leader; it takes everything released
+                self._followers = waiting
+            if self._pending_commits or self._callbacks:
+                self._daemon_cv.notify()  # soft commits or callbacks that came in meanwhile
+        if error is not None:
+            raise error
+        for fn in ready:
+            fn()
+
     def on_durable(self, lsn: int, fn: Callable[[], None]) -> None:
         with self._lock:
             if self.durable_lsn < lsn:
@@ -248,30 +263,23 @@ class LogManager:
             except BaseException:  # recorded in _error; every waiter sees it
                 return
 
-    def _flush(self, want: int) -> None:
+    def _write(self, want: int) -> int:
+        """Write everything released (waiting for ``want`` to be released first) and return the
+        LSN now durable; the caller publishes it."""
         start = self.durable_lsn
-        released = self.buffer.released()
+        buffer = self.buffer
+        released = buffer.released()
         if want > released:  # someone waits on a record still being filled: let it finish
-            released = self.buffer.wait_released(want, 1.0)
+            released = buffer.wait_released(want, 1.0)
         if released > start:
             if self.before_write is not None:
                 self.before_write()
-            self.store.append_durable(start, self.buffer.read(start, released))
-            self.buffer.mark_flushed(released)
-            self.stats["flushes"] += 1
-            self.stats["bytes_flushed"] += released - start
-        ready = []
-        with self._lock:
-            if released > self.durable_lsn:
-                self.durable_lsn = released
-            if self._pending_commits:
-                self._pending_commits = [c for c in self._pending_commits if c > released]
-                # commits that arrived during this flush form the next group; their clock starts now
-                self._first_wait = time.monotonic() if self._pending_commits else None
-            while self._callbacks and self._callbacks[0][0] <= self.durable_lsn:
-                ready.append(heapq.heappop(self._callbacks)[2])
-        for fn in ready:
-            fn()
+            self.store.append_from(buffer, start, released)
+            buffer.mark_flushed(released)
+            stats = self.stats
+            stats["flushes"] += 1
+            stats["bytes_flushed"] += released - start
+        return released
 
     def flush_all(self) -> None:
         self.force(self.buffer.reserved())

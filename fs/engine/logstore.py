@@ -9,6 +9,7 @@ offset, append, truncate, force — and so does this one (truncation is the engi
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 
 from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
@@ -27,6 +28,33 @@ class LogStore:
         # any object with read/write/flush/size will do; a volume Device adds write_durable
         self._write_durable = getattr(dev, "write_durable", None)
         self._sector = max(getattr(dev, "block_size", 512), 512)
+        # the GIL-free path (``DirectLogWriter``), made at the first append when the device
+        # offers an O_DIRECT|O_DSYNC descriptor; False: not offered, or refused once
+        self._direct: object | None = None
+
+    def append_from(self, buffer, start: int, end: int) -> None:
+        """Write log bytes [start, end) of the log buffer ``buffer`` durably: straight from the
+        ring to the device without the GIL when the device offers a direct descriptor
+        (``traxfs.ext.logbuffer.DirectLogWriter``), otherwise through :meth:`append_durable`."""
+        if self._direct is None:
+            fd = getattr(self.dev, "direct_sync_fd", lambda: None)()
+            if fd is None or self.offset % self._sector or self._sector > 4096:
+                self._direct = False
+            else:
+                from traxfs.ext.logbuffer import DirectLogWriter
+
+                self._direct = DirectLogWriter(fd, self.offset, self.size, self._sector, buffer.capacity)
+                self._tail = (-1, b"")
+        if self._direct:
+            try:
+                self._direct.append(buffer, start, end)
+                return
+            except OSError as e:
+                if e.errno != errno.EINVAL:  # a real I/O error: the caller must hear of it
+                    raise
+                self._direct = False  # the filesystem wants another alignment: the Python path
+                self.dev.refuse_direct()
+        self.append_durable(start, buffer.read(start, end))
 
     def _spans(self, lsn: int, n: int) -> list[tuple[int, int, int]]:
         """(device offset, bytes, offset in data) pieces of [lsn, lsn+n), split at the wrap."""
