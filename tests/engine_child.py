@@ -4,7 +4,9 @@ Usage: python engine_child.py IMAGE SEED FIRST_VALUE KEYS THREADS
 Each transaction writes its value to its keys' page cells, a B+tree, a linear hash, an array
 list (record k, and one record appended per transaction) and a linked list (key k's record
 ``(k, old)`` removed, ``(k, value)`` pushed) — nested top actions with logical undo next to
-plain physical writes — so recovery must keep the five structures in step.
+plain physical writes — and adds 1 to the shared counter cell ``COUNTER`` without a lock
+(concurrent increments commute), so recovery must keep the five structures in step and the
+counter equal to the number of appended records.
 Prints, flushed, one line per event:  "B <value> <k1,k2,..>" before a transaction commits or
 aborts (its intent), "C <value>" after a durable commit returned, "A <value>" after an abort
 returned, "E <message>" if a structure contradicted the workload. Values are unique and increase
@@ -24,7 +26,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from kvpages import KV, tree_key  # noqa: E402
+from kvpages import KV, PER_PAGE, tree_key  # noqa: E402
 
 from traxfs.fs.engine.engine import Engine  # noqa: E402
 from traxfs.fs.engine.locks import Deadlock  # noqa: E402
@@ -37,6 +39,7 @@ from traxfs.volume.device import ImageFileDevice  # noqa: E402
 
 ARRAY_RECORD = struct.Struct("<QQ")  # key (APPENDED for a transaction's appended record), value
 APPENDED = (1 << 64) - 1
+COUNTER = PER_PAGE - 1  # a cell past the keys on the first page of cells (keys < COUNTER)
 _LIST_HEAD = struct.Struct("<HQ")  # slot, value; then (value·7 + slot) % 300 padding bytes
 
 
@@ -76,6 +79,7 @@ def main() -> None:
         int(sys.argv[5])
     eng = Engine.open(ImageFileDevice(image), buffer_pages=24, log_buffer=os.environ.get("TRAX_LOG_BUFFER", "cd"),
                       policy=GroupCommitPolicy(max_commits=4, max_delay=0.001))
+    assert keys < COUNTER
     kv = KV(eng, keys)
     tree, table = BTree.open_named(eng, "crash"), LinearHash.open_named(eng, "crash")
     arr, lst = ArrayList.open_named(eng, "crash"), LinkedList.open_named(eng, "crash")
@@ -113,6 +117,7 @@ def main() -> None:
                     say(f"E transaction {value}: linked list has no record ({k}, {old}) to replace")
                 lst.push(tx, list_record(k, value))
             arr.append(tx, array_record(APPENDED, value))
+            kv.add(tx, COUNTER, 1)
             say(f"B {value} {','.join(map(str, ks))}")
             if rng.random() < 0.2:
                 eng.abort(tx)

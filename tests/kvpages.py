@@ -49,6 +49,13 @@ class KV:
             old = bytes(f.data[off : off + 8])
             self.eng.update(tx, pid, ops.OP_WRITE, ops.write_payload(off, old, struct.pack("<Q", value)))
 
+    def add(self, tx, k: int, delta: int) -> None:
+        """Add ``delta`` to cell ``k`` with the engine's increment (OP_ADD), taking no lock:
+        increments commute, so concurrent transactions may share the cell and an abort's undo
+        (the negated delta) never restores a stale value."""
+        pid, off = self._where(k)
+        self.eng.update(tx, pid, ops.OP_ADD, ops.add_payload(off, delta))
+
 
 def tree_key(k: int) -> bytes:
     """The B+tree key the crash tests mirror key ``k`` under."""

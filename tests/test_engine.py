@@ -162,6 +162,12 @@ def test_bad_input_is_refused_and_changes_nothing(engine):
         engine.update(tx, 10**9, ops.OP_WRITE, ops.write_payload(100, b"a", b"b"))
     with pytest.raises(ValueError):
         engine.update(tx, kv.base, ops.OP_SLOT_DELETE, ops.slot_delete_payload(7, b""))  # no slot 7
+    with pytest.raises(ValueError, match="OP_ADD"):
+        engine.update(tx, kv.base, ops.OP_ADD, b"\x10\x00" + bytes(8))  # offset 16: inside the header
+    with pytest.raises(ValueError, match="OP_ADD"):
+        engine.update(tx, kv.base, ops.OP_ADD, bytes(3))
+    with pytest.raises(ValueError, match="OP_ADD"):
+        ops.add_payload(4090, 1)
     assert engine.log.reserved() == before
     engine.commit(tx)
     with pytest.raises(TransactionError):
@@ -219,4 +225,61 @@ def test_corrupted_log_tail_ends_the_log_and_is_reported(engine):
     assert "checksum mismatch" in eng.recovery.log_end  # reported, and where
     kv = KV(eng, 10)
     assert kv.get(1) == 11 and kv.get(2) == 0  # a damaged commit record means: not committed
+    eng.close()
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_increment_commits_aborts_wraps_and_recovers(engine, crash):
+    """OP_ADD (Stasis' Tincrement): a committed delta stays, an aborted one is undone by the
+    negated delta, arithmetic wraps mod 2**64, and recovery repeats exactly the committed ones."""
+    kv = KV(engine, 10)
+    tx = engine.begin()
+    kv.add(tx, 1, 5)
+    kv.add(tx, 2, -1)  # 0 - 1 wraps
+    kv.add(tx, 3, -(1 << 63))
+    engine.commit(tx)
+    tx = engine.begin()
+    kv.add(tx, 1, 100)
+    kv.add(tx, 3, -(1 << 63))  # its undo is the same delta: -2**63 has no positive counterpart
+    engine.abort(tx)
+    assert (kv.get(1), kv.get(2), kv.get(3)) == (5, (1 << 64) - 1, 1 << 63)
+    loser = engine.begin()
+    kv.add(loser, 1, 7)
+    engine.log.flush_all()
+    engine.buffer.write_back()  # the loser's delta reaches the device: undo must take it back
+    if not crash:
+        engine.abort(loser)
+    eng = reopen(engine, crash)
+    kv = KV(eng, 10)
+    assert (kv.get(1), kv.get(2), kv.get(3)) == (5, (1 << 64) - 1, 1 << 63)
+    eng.close()
+
+
+def test_concurrent_increments_of_one_cell_commute_through_aborts(dev):
+    """Threads add to one shared cell without a lock, some aborting: each abort subtracts only
+    its own delta, so the cell ends at the sum of the committed deltas, after a crash too."""
+    eng = Engine.open(dev, policy=GroupCommitPolicy(max_commits=4, max_delay=0.001))
+    kv = KV(eng, 10)
+    committed = [0] * 6
+
+    def worker(w: int) -> None:
+        for i in range(60):
+            tx = eng.begin()
+            delta = w * 1000 + i + 1
+            kv.add(tx, 0, delta)
+            kv.add(tx, 0, 1)
+            if i % 4 == 3:
+                eng.abort(tx)
+            else:
+                eng.commit(tx)
+                committed[w] += delta + 1
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert kv.get(0) == sum(committed)
+    eng = reopen(eng, crash=True)
+    assert KV(eng, 10).get(0) == sum(committed)
     eng.close()

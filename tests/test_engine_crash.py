@@ -21,6 +21,7 @@ import pytest
 from engine_child import (
     APPENDED,
     ARRAY_RECORD,
+    COUNTER,
     array_record,
     create_structures,
     list_record,
@@ -150,7 +151,7 @@ def check_list(ll: LinkedList, state: dict[int, int]) -> None:
 def recovered_state(image: str, hist: History) -> tuple[dict[int, int], Engine]:
     """The recovered cells, after checking every page and structure, that the B+tree and the
     linear hash hold exactly the cells' values, and the array list and linked list too (all were
-    changed by the same transactions)."""
+    changed by the same transactions), and that the shared counter counts the surviving ones."""
     eng = Engine.open(ImageFileDevice(image))
     try:
         assert check_engine(eng) == []
@@ -164,8 +165,10 @@ def recovered_state(image: str, hist: History) -> tuple[dict[int, int], Engine]:
                 assert (int.from_bytes(got, "little") if got else 0) == v, f"key {k}: {kind} and cells disagree"
         al, ll = ArrayList.open_named(eng, "crash"), LinkedList.open_named(eng, "crash")
         assert al is not None and ll is not None
-        check_array(al, KEYS, state, hist, holes=True)
+        appended = check_array(al, KEYS, state, hist, holes=True)
         check_list(ll, state)
+        assert kv.get(COUNTER) == len(appended), \
+            f"the shared counter is {kv.get(COUNTER)}, but {len(appended)} transactions survived"
     except AssertionError as e:
         raise AssertionError(f"{e}; recovery: {eng.recovery}") from None
     return state, eng

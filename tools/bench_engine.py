@@ -64,20 +64,22 @@ class Cells:
         eng.commit(tx)
 
     def increment(self, k: int) -> None:
-        """``UPDATE kv SET v = v + 1 WHERE k = ?`` as one durable transaction."""
+        """``UPDATE kv SET v = v + 1 WHERE k = ?`` as one durable transaction: the row lock, then
+        the engine's increment operation (Stasis' ``Tincrement``; like SQLite's ``v + 1`` it
+        reads and changes the cell inside the engine, under the page latch)."""
         eng = self.eng
         tx = eng.begin()
         eng.lock(tx, k)
-        pid, off = self.base + k // CELLS_PER_PAGE, 64 + 8 * (k % CELLS_PER_PAGE)
-        with eng.page(pid) as f:  # read and write under one latch (the update re-pins, re-entrant)
-            old = bytes(f.data[off : off + 8])
-            new = _U64.pack(_U64.unpack(old)[0] + 1)
-            eng.update(tx, pid, ops.OP_WRITE, ops.write_payload(off, old, new))
+        eng.update(tx, self.base + k // CELLS_PER_PAGE, ops.OP_ADD, ops.add_payload(64 + 8 * (k % CELLS_PER_PAGE), 1))
         eng.commit(tx)
 
+    def value(self, k: int) -> int:
+        with self.eng.page(self.base + k // CELLS_PER_PAGE) as f:
+            return _U64.unpack_from(f.data, 64 + 8 * (k % CELLS_PER_PAGE))[0]
 
-def _run_clients(clients: int, seconds: float, make_worker) -> float:
-    """Run ``clients`` threads for ``seconds``; return transactions per second."""
+
+def _run_clients(clients: int, seconds: float, make_worker) -> tuple[float, int]:
+    """Run ``clients`` threads for ``seconds``; return (transactions per second, transactions)."""
     stop = time.monotonic() + seconds
     counts = [0] * clients
 
@@ -94,7 +96,7 @@ def _run_clients(clients: int, seconds: float, make_worker) -> float:
         t.start()
     for t in threads:
         t.join()
-    return sum(counts) / (time.monotonic() - t0)
+    return sum(counts) / (time.monotonic() - t0), sum(counts)
 
 
 def bench_durable(workdir: str, seconds: float, repeat: int = 3) -> list[dict]:
@@ -123,15 +125,20 @@ def bench_durable(workdir: str, seconds: float, repeat: int = 3) -> list[dict]:
             c.execute("COMMIT")
         return work
 
+    done = 0
     for clients in (1, 8):
         ours, theirs, commits, flushes = [], [], 0, 0
         for _ in range(repeat):  # interleaved: both see the same drift of the device's flush latency
             flushes0 = eng.log.stats["flushes"]
-            t = _run_clients(clients, seconds, lambda _c: cells.increment)
+            t, n = _run_clients(clients, seconds, lambda _c: cells.increment)
             flushes += eng.log.stats["flushes"] - flushes0
-            commits += t * seconds
+            commits += n
             ours.append(t)
-            theirs.append(_run_clients(clients, seconds, sqlite_worker))
+            theirs.append(_run_clients(clients, seconds, sqlite_worker)[0])
+        done += commits
+        counted = sum(cells.value(k) for k in range(KEYS))
+        if counted != done:  # every acknowledged increment must be in the cells, exactly once
+            raise RuntimeError(f"traxfs cells sum to {counted}, but {done} increments were committed")
         t, s = statistics.median(ours), statistics.median(theirs)
         rows.append({"test": f"durable 1-update txns, {clients} client(s)", "traxfs_tps": round(t),
                      "sqlite_tps": round(s), "ratio": round(t / s, 2),

@@ -217,3 +217,35 @@ register(Operation(OP_SET_AUX, "set_aux", _aux_redo, _aux_undo))
 
 def aux_payload(old: int, new: int) -> bytes:
     return _AUX.pack(old, new)
+
+
+# ----- counters (physiological; Stasis' Tincrement / Tdecrement) --------------------------------
+OP_ADD = 11
+_ADD = struct.Struct("<Hq")  # offset of a little-endian u64 on the page, signed delta
+_U64 = struct.Struct("<Q")
+
+
+def add_payload(offset: int, delta: int) -> bytes:
+    """Add ``delta`` (wrapping mod 2**64) to the u64 at ``offset``: the log carries the delta,
+    not images, and the inverse is the negated delta, so concurrent increments of one counter
+    commute (like the allocation bits) and undo never restores a stale value."""
+    if offset < HEADER_SIZE or offset + 8 > PAGE_SIZE or not -(1 << 63) <= delta < 1 << 63:
+        raise ValueError(f"OP_ADD: offset {offset} or delta {delta} out of range")
+    return _ADD.pack(offset, delta)
+
+
+def _add_redo(page: bytearray, p: bytes) -> None:
+    if len(p) != _ADD.size:
+        raise ValueError(f"OP_ADD: payload of {len(p)} bytes, expected {_ADD.size}")
+    off, delta = _ADD.unpack(p)
+    if off < HEADER_SIZE or off + 8 > PAGE_SIZE:
+        raise ValueError(f"OP_ADD: offset {off} outside the page body")
+    _U64.pack_into(page, off, (_U64.unpack_from(page, off)[0] + delta) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _add_undo(p: bytes) -> tuple[int, bytes]:
+    off, delta = _ADD.unpack(p)
+    return OP_ADD, _ADD.pack(off, -delta if delta != -(1 << 63) else delta)
+
+
+register(Operation(OP_ADD, "add", _add_redo, _add_undo))
