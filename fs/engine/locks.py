@@ -75,7 +75,17 @@ class LockManager:
             entry = self._locks.get(key)
             if entry is None:  # the common case: nobody holds or recently released it
                 entry = self._locks[key] = _Entry()
-            held = entry.holders.get(xid)
+            holders = entry.holders
+            if not holders:  # free: granted at once (the path of every uncontended transaction)
+                holders[xid] = X if mode == X else S
+                keys = self._held.get(xid)
+                if keys is None:
+                    self._held[xid] = {key}
+                else:
+                    keys.add(key)
+                self.stats["acquired"] += 1
+                return entry.commit_lsn
+            held = holders.get(xid)
             if held == X or (held == S and mode == S):
                 return entry.commit_lsn
             if not self._compatible(entry, xid, mode):

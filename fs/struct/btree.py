@@ -17,8 +17,8 @@ bytes compared lexicographically, at most :data:`MAX_KEY` bytes, and key + value
 :data:`MAX_ENTRY` bytes; so a leaf holds at least three entries and an inner node three
 children, and a 2-way split always fits.
 
-**Searching** bisects over the slot directory (``bisect`` with a key function that slices one
-key out of the page), so a lookup decodes ~log2(n) keys per level, never a whole page.
+**Searching** bisects over the slot directory in C (``traxfs.ext.nodesearch``: a probe is a
+bounds check and a ``memcmp`` on the page, no key object), ~log2(n) probes per level.
 
 **Splits** are physiological and small: the new right page is formatted (``OP_FORMAT``, no
 pre-image: it was free) and filled with one ``OP_SLOTS_PASTE``; the left page loses the moved
@@ -55,9 +55,10 @@ transactions writing the same key) is the caller's business: take ``engine.lock`
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
+from traxfs.ext.nodesearch import DIR_START as _SEARCH_DIR_START
+from traxfs.ext.nodesearch import inner_bisect, leaf_bisect
 from traxfs.fs.engine import check as engine_check
 from traxfs.fs.engine import ops, slotted
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
@@ -100,6 +101,8 @@ _ROOT_OFF = HEADER_SIZE + 8
 _COUNT_OFF = HEADER_SIZE + 16
 _RC = struct.Struct("<QQ")  # root, count
 LEAF, INNER = PageType.BTREE_LEAF, PageType.BTREE_INNER
+if _SEARCH_DIR_START != DIR_START:  # the C search reads the slot directory where slotted puts it
+    raise ImportError(f"traxfs.ext.nodesearch reads slots at {_SEARCH_DIR_START}, slotted pages keep them at {DIR_START}")
 
 OP_UNDO_PUT = 110  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 111  # payload: undo head | klen u16 | key | value
@@ -112,12 +115,6 @@ def leaf_record(key: bytes, value: bytes) -> bytes:
 
 def inner_record(child: int, key: bytes) -> bytes:
     return U64.pack(child) + key
-
-
-def _leaf_key(buf, i: int) -> bytes:
-    off, _ = HH.unpack_from(buf, DIR_START + 4 * i)
-    (kl,) = U16.unpack_from(buf, off)
-    return bytes(buf[off + 2 : off + 2 + kl])
 
 
 def _leaf_item(buf, i: int) -> tuple[bytes, bytes]:
@@ -144,14 +141,12 @@ def _rec_key(rec: bytes, leaf: bool) -> bytes:
 
 def _leaf_search(buf, key: bytes) -> tuple[int, int]:
     """(index of the first key >= ``key``, slot count)."""
-    n = nslots(buf)
-    return bisect_left(range(n), key, key=lambda i: _leaf_key(buf, i)), n
+    return leaf_bisect(buf, key)
 
 
 def _inner_search(buf, key: bytes) -> tuple[int, int]:
     """(index of the child that covers ``key``, slot count)."""
-    n = nslots(buf)
-    return bisect_right(range(1, n), key, key=lambda i: _inner_key(buf, i)), n
+    return inner_bisect(buf, key)
 
 
 def separator(left_last: bytes, right_first: bytes) -> bytes:
@@ -387,7 +382,7 @@ class BTree:
             path: list = []
             leaf = self._descend(key, path)
             with pinned(self.e, leaf) as f:
-                i = bisect_right(range(nslots(f.data)), key, key=lambda j: _leaf_key(f.data, j))
+                i = leaf_bisect(f.data, key, True)[0]
                 if i > 0:
                     return _leaf_item(f.data, i - 1)
             left = self._left_leaf(path)
@@ -423,7 +418,7 @@ class BTree:
                         if last is None:
                             idx = 0 if start is None else _leaf_search(buf, start)[0]
                         else:
-                            idx = bisect_right(range(n), last, key=lambda j: _leaf_key(buf, j))
+                            idx = leaf_bisect(buf, last, True)[0]
                     for i in range(idx, n):
                         k, v = _leaf_item(buf, i)
                         if stop is not None and k >= stop:
