@@ -28,7 +28,7 @@ from traxfs.fs.engine.page import PAGE_SIZE, page_lsn, page_type, seal, verify
 
 
 class Frame:
-    __slots__ = ("pid", "data", "pins", "dirty", "rec_lsn", "latch", "loaded", "error")
+    __slots__ = ("pid", "data", "pins", "dirty", "rec_lsn", "latch", "loaded", "ready", "error")
 
     def __init__(self, pid: int):
         self.pid = pid
@@ -37,7 +37,8 @@ class Frame:
         self.dirty = False
         self.rec_lsn = 0
         self.latch = threading.RLock()
-        self.loaded = threading.Event()
+        self.loaded = threading.Event()  # set once loading ended, well or not (waiters wake)
+        self.ready = False  # loaded without error: a plain flag the pin fast path reads
         self.error: BaseException | None = None
 
     @property
@@ -104,11 +105,17 @@ class BufferManager:
         ``load=False``: the caller will overwrite the whole page (a fresh allocation, or redo
         of a full page image), so a non-resident page starts as zeros without being read —
         which is also how a torn page is repaired."""
-        self._offset(pid)
+        if not 0 <= pid < self.page_count:
+            self._offset(pid)  # raises, naming the page file's range
         victims: list[Frame] | None = None
         with self._lock:
             f = self._frames.get(pid)
-            if (f is None or not f.loaded.is_set()) and nowait.active():
+            if f is not None and f.ready:  # resident: the common case, decided under the lock
+                f.pins += 1
+                self._frames.move_to_end(pid)
+                self.stats["hits"] += 1
+                return f
+            if nowait.active():
                 raise nowait.WouldBlock(f"page {pid} is not resident")
             if f is not None:
                 f.pins += 1
@@ -128,6 +135,7 @@ class BufferManager:
         for v in victims:
             self._evict(v)
         if not load:
+            f.ready = True
             f.loaded.set()
             return f
         try:
@@ -137,6 +145,7 @@ class BufferManager:
             hook = self.hooks.get(page_type(raw), (None, None))[0]
             if hook:
                 hook(pid, f.data)
+            f.ready = True
         except BaseException as e:
             f.error = e
             with self._lock:
@@ -167,7 +176,7 @@ class BufferManager:
         for f in self._frames.values():
             if len(out) >= excess:
                 break
-            if f.pins == 0 and f.loaded.is_set():
+            if f.pins == 0 and f.ready:
                 out.append(f)
         for f in out:
             f.pins += 1  # hold it while we write it out, so nobody else evicts it

@@ -75,39 +75,31 @@ class LockManager:
             entry = self._locks.get(key)
             if entry is None:  # the common case: nobody holds or recently released it
                 entry = self._locks[key] = _Entry()
-            holders = entry.holders
-            if not holders:  # free: granted at once (the path of every uncontended transaction)
-                holders[xid] = X if mode == X else S
-                keys = self._held.get(xid)
-                if keys is None:
-                    self._held[xid] = {key}
-                else:
-                    keys.add(key)
-                self.stats["acquired"] += 1
-                return entry.commit_lsn
-            held = holders.get(xid)
-            if held == X or (held == S and mode == S):
-                return entry.commit_lsn
-            if not self._compatible(entry, xid, mode):
-                self.stats["waits"] += 1
-                while not self._compatible(entry, xid, mode):
-                    self._waits_for[xid] = key
-                    if self._cycle(xid):
-                        del self._waits_for[xid]
-                        self.stats["deadlocks"] += 1
-                        raise Deadlock(f"transaction {xid} would deadlock waiting for {key!r}")
-                    self._waiting += 1
-                    try:
-                        woken = self._cv.wait(timeout)
-                    finally:
-                        self._waiting -= 1
-                    if not woken:
-                        del self._waits_for[xid]
-                        raise LockTimeout(f"transaction {xid} timed out waiting for {key!r}")
-                    entry = self._locks.get(key)  # the last holder's release may have dropped it
-                    if entry is None:
-                        entry = self._locks[key] = _Entry()
-                self._waits_for.pop(xid, None)
+            held = None
+            if entry.holders:  # (empty: free, granted at once -- every uncontended transaction)
+                held = entry.holders.get(xid)
+                if held == X or (held == S and mode == S):
+                    return entry.commit_lsn
+                if not self._compatible(entry, xid, mode):
+                    self.stats["waits"] += 1
+                    while not self._compatible(entry, xid, mode):
+                        self._waits_for[xid] = key
+                        if self._cycle(xid):
+                            del self._waits_for[xid]
+                            self.stats["deadlocks"] += 1
+                            raise Deadlock(f"transaction {xid} would deadlock waiting for {key!r}")
+                        self._waiting += 1
+                        try:
+                            woken = self._cv.wait(timeout)
+                        finally:
+                            self._waiting -= 1
+                        if not woken:
+                            del self._waits_for[xid]
+                            raise LockTimeout(f"transaction {xid} timed out waiting for {key!r}")
+                        entry = self._locks.get(key)  # the last holder's release may have dropped it
+                        if entry is None:
+                            entry = self._locks[key] = _Entry()
+                    self._waits_for.pop(xid, None)
             entry.holders[xid] = X if mode == X else (held or S)
             keys = self._held.get(xid)
             if keys is None:
