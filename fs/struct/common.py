@@ -39,11 +39,10 @@ Closing inside the latch leaves no window (the second, identical compensation is
 
 from __future__ import annotations
 
-import contextlib
 import struct
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from traxfs.fs.engine import nowait, ops, slotted
 from traxfs.fs.engine.buffer import PinnedPage
@@ -164,24 +163,41 @@ def rollback_to(engine, tx: Transaction, start_lsn: int) -> None:
     tx.state = state  # undo_step of a logical record leaves the transaction ABORTING
 
 
-@contextlib.contextmanager
-def nested_action(engine, tx: Transaction, latch) -> Iterator[Action]:
-    """Latch + NTA + savepoint. The body must call ``action.end(...)`` if it changed pages."""
-    tx.require_active()
-    with latch:
-        act = Action(engine, tx)
+class nested_action:  # lower case, like contextlib.suppress: ``with nested_action(e, tx, latch) as act``
+    """Latch + NTA + savepoint. The body must call ``action.end(...)`` if it changed pages; if it
+    raises, or returns without closing a changed action, the action is rolled back to its
+    savepoint. A plain class, not a generator: one is entered per structure operation, and a
+    generator-based context manager cost about a microsecond of each."""
+
+    __slots__ = ("engine", "tx", "latch", "act")
+
+    def __init__(self, engine, tx: Transaction, latch) -> None:
+        self.engine, self.tx, self.latch = engine, tx, latch
+
+    def __enter__(self) -> Action:
+        self.tx.require_active()
+        self.latch.__enter__()
         try:
-            yield act
+            self.act = Action(self.engine, self.tx)
         except BaseException:
-            if not act.ended:
-                act.forget_frees()  # first: inverses run by the rollback may free pages anew
-                if act.changed():
-                    rollback_to(engine, tx, act.start_lsn)
+            self.latch.__exit__(None, None, None)
             raise
-        if act.changed() and not act.ended:
-            act.forget_frees()
-            rollback_to(engine, tx, act.start_lsn)
-            raise RuntimeError("structure operation changed pages without closing its nested top action")
+        return self.act
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        act = self.act
+        try:
+            if exc_type is not None:
+                if not act.ended:
+                    act.forget_frees()  # first: inverses run by the rollback may free pages anew
+                    if act.changed():
+                        rollback_to(self.engine, self.tx, act.start_lsn)
+            elif act.changed() and not act.ended:
+                act.forget_frees()
+                rollback_to(self.engine, self.tx, act.start_lsn)
+                raise RuntimeError("structure operation changed pages without closing its nested top action")
+        finally:
+            self.latch.__exit__(None, None, None)
 
 
 def undo_head(action: Action, header_pid: int) -> bytes:
