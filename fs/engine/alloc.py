@@ -34,7 +34,7 @@ class Allocator:
         self.first_data = 1 + engine.nmaps
         self._lock = threading.Lock()
         self._cursor = self.first_data
-        self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet durably
+        self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet reusable
 
     def _map_of(self, pid: int) -> tuple[int, int]:
         return 1 + pid // self.bits_per_map, pid % self.bits_per_map
@@ -118,8 +118,14 @@ class Allocator:
         return pid
 
     def free_region(self, tx: Transaction, first: int, count: int) -> None:
-        """Free at commit of ``tx`` (never earlier: an uncommitted free must not be reused)."""
-        tx.pre_commit.append(lambda t: self._set(t, first, count, ops.OP_CLEAR_BITS))
+        """Free at commit of ``tx`` (never earlier: an uncommitted free must not be reused).
+
+        The bits are cleared just before the commit record, and the pages stay quarantined
+        until that record is in the log: a transaction that reused them in between could commit
+        durably while a crash lost this commit, and the undo of the free would then hand the
+        pages back to their old owner too. Once the commit record is in the log, every later
+        reuse is logged after it and no crash can keep the reuse without the free."""
+        self._free_at_commit(tx, first, count, until_durable=False)
 
     def free_region_after_durable(self, tx: Transaction, first: int, count: int) -> None:
         """Free at commit of ``tx`` but reuse only once that commit is durable.
@@ -127,7 +133,10 @@ class Allocator:
         For space whose bytes are written outside the log (file data): if a new owner's unlogged
         bytes could reach the disk before the free did, a crash would hand the old owner (whose
         free was lost) the new owner's bytes."""
-        def release(_):
+        self._free_at_commit(tx, first, count, until_durable=True)
+
+    def _free_at_commit(self, tx: Transaction, first: int, count: int, until_durable: bool) -> None:
+        def release() -> None:
             with self._lock:
                 self._quarantine.pop(first, None)
 
@@ -137,7 +146,10 @@ class Allocator:
             self._set(t, first, count, ops.OP_CLEAR_BITS)
 
         tx.pre_commit.append(hold)
-        tx.post_commit.append(lambda handle: handle.add_callback(lambda: release(None)))
+        if until_durable:
+            tx.post_commit.append(lambda handle: handle.add_callback(release))
+        else:
+            tx.post_commit.append(lambda handle: release())
 
     def quarantined_pages(self) -> int:
         with self._lock:

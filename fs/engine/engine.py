@@ -95,8 +95,10 @@ class Engine:
         self.closed = False
         self.checkpoint_error: str | None = None
         from traxfs.fs.engine.alloc import Allocator
+        from traxfs.fs.engine.records import RecordAllocator
 
         self.alloc = Allocator(self)
+        self.records = RecordAllocator(self)  # Talloc / Tdealloc (traxfs.fs.engine.records)
 
     @classmethod
     def open(cls, dev, *, name: str = "engine", buffer_pages: int = 4096, policy: GroupCommitPolicy | None = None,
