@@ -163,6 +163,29 @@ def new_engine(path: str, **kw):
     return Engine.open(dev, **kw)
 
 
+@pytest.fixture
+def engine_dev(tmp_path):
+    """A freshly formatted engine image (48 MiB, 4 MiB log), closed after the test."""
+    from traxfs.fs.engine.engine import Engine
+    from traxfs.volume.device import create_image
+
+    d = create_image(str(tmp_path / "engine.img"), 48 * MiB)
+    Engine.format(d, log_size=4 * MiB)
+    yield d
+    d.close()
+
+
+def reopen_engine(eng, crash: bool):
+    """Close ``eng`` cleanly, or crash it (``crash``), and open its device again (recovery)."""
+    from traxfs.fs.engine.engine import Engine
+
+    if crash:
+        eng.unclean_shutdown()
+    else:
+        eng.close()
+    return Engine.open(eng.dev)
+
+
 def bulk_build_all_or_nothing(path: str, cls, items):
     """Drive a structure's ``bulk_create`` (``cls``: BTree or LinearHash) through the three cases
     of Stasis' logging opt-out on a fresh engine at ``path``: aborted, then a crash before commit —

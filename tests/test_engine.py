@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from conftest import reopen_engine
 from kvpages import KV
 
 from traxfs.fs.engine import ops
@@ -20,28 +21,12 @@ from traxfs.volume.device import create_image
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def dev(tmp_path):
-    d = create_image(str(tmp_path / "engine.img"), 48 << 20)
-    Engine.format(d, log_size=4 << 20)
-    yield d
-    d.close()
-
-
 @pytest.fixture(params=["cd", "mutex"])
-def engine(dev, request):
-    eng = Engine.open(dev, log_buffer=request.param)
+def engine(engine_dev, request):
+    eng = Engine.open(engine_dev, log_buffer=request.param)
     yield eng
     if not eng.closed:
         eng.close()
-
-
-def reopen(eng: Engine, crash: bool) -> Engine:
-    if crash:
-        eng.unclean_shutdown()
-    else:
-        eng.close()
-    return Engine.open(eng.dev)
 
 
 @pytest.mark.parametrize("crash", [False, True])
@@ -64,7 +49,7 @@ def test_committed_survive_aborted_and_unfinished_do_not(engine, crash):
     t3.pre_commit.clear()
     if not crash:
         engine.abort(t3)
-    eng = reopen(engine, crash)
+    eng = reopen_engine(engine, crash)
     kv = KV(eng, 100)
     assert [kv.get(k) for k in range(10)] == [100 + k for k in range(10)]
     assert kv.get(50) == 0 and kv.get(60) == 0
@@ -78,7 +63,7 @@ def test_soft_commit_becomes_durable_when_waited(engine):
     kv.put(tx, 3, 33)
     handle = engine.soft_commit(tx)
     assert handle.wait(5)
-    eng = reopen(engine, crash=True)
+    eng = reopen_engine(engine, crash=True)
     assert KV(eng, 10).get(3) == 33
     eng.close()
 
@@ -102,8 +87,8 @@ def test_recovery_survives_a_crash_during_recovery(engine):
     eng.close()
 
 
-def test_many_threads_group_commit_lose_nothing(dev):
-    eng = Engine.open(dev, policy=GroupCommitPolicy(max_commits=8, max_delay=0.002))
+def test_many_threads_group_commit_lose_nothing(engine_dev):
+    eng = Engine.open(engine_dev, policy=GroupCommitPolicy(max_commits=8, max_delay=0.002))
     kv = KV(eng, 800)
     acked: dict[int, int] = {}
     lock = threading.Lock()
@@ -125,14 +110,14 @@ def test_many_threads_group_commit_lose_nothing(dev):
     stats = eng.stats()["log"]
     assert stats["flushes"] < stats["commits"]  # commits were grouped
     eng.unclean_shutdown()
-    eng = Engine.open(dev)
+    eng = Engine.open(engine_dev)
     kv = KV(eng, 800)
     assert {k: kv.get(k) for k in acked} == acked
     eng.close()
 
 
-def test_checkpoint_truncates_and_log_wraps(dev):
-    eng = Engine.open(dev)
+def test_checkpoint_truncates_and_log_wraps(engine_dev):
+    eng = Engine.open(engine_dev)
     kv = KV(eng, 10)
     for round_ in range(300):  # ~ several times the 4 MiB log with page images
         tx = eng.begin()
@@ -142,7 +127,7 @@ def test_checkpoint_truncates_and_log_wraps(dev):
         if round_ % 50 == 0:
             eng.checkpoint()
     assert eng.log.reserved() > 4 << 20 or eng.log.trunc_lsn > 4096
-    eng = reopen(eng, crash=True)
+    eng = reopen_engine(eng, crash=True)
     kv = KV(eng, 10)
     assert [kv.get(k) for k in range(10)] == [290 + k for k in range(10)]
     eng.close()
@@ -174,19 +159,19 @@ def test_bad_input_is_refused_and_changes_nothing(engine):
         engine.commit(tx)
 
 
-def test_damaged_superblock_and_foreign_device(tmp_path, dev):
+def test_damaged_superblock_and_foreign_device(tmp_path, engine_dev):
     for off in (0, 4096):  # one copy damaged: the other is used
-        raw = bytearray(dev.read(off, 512))
+        raw = bytearray(engine_dev.read(off, 512))
         raw[40] ^= 0xFF
-        dev.write(off, raw)
-        Engine.open(dev).close()
-        dev.write(off, bytes(raw[:40]) + bytes([raw[40] ^ 0xFF]) + bytes(raw[41:]))
+        engine_dev.write(off, raw)
+        Engine.open(engine_dev).close()
+        engine_dev.write(off, bytes(raw[:40]) + bytes([raw[40] ^ 0xFF]) + bytes(raw[41:]))
     for off in (0, 4096):
-        raw = bytearray(dev.read(off, 512))
+        raw = bytearray(engine_dev.read(off, 512))
         raw[40] ^= 0xFF
-        dev.write(off, raw)
+        engine_dev.write(off, raw)
     with pytest.raises(SuperblockError, match="copy 0: superblock checksum mismatch.*copy 1"):
-        Engine.open(dev)
+        Engine.open(engine_dev)
     blank = create_image(str(tmp_path / "blank.img"), 16 << 20)
     with pytest.raises(SuperblockError, match="no traxfs engine superblock"):
         Engine.open(blank)
@@ -249,16 +234,16 @@ def test_increment_commits_aborts_wraps_and_recovers(engine, crash):
     engine.buffer.write_back()  # the loser's delta reaches the device: undo must take it back
     if not crash:
         engine.abort(loser)
-    eng = reopen(engine, crash)
+    eng = reopen_engine(engine, crash)
     kv = KV(eng, 10)
     assert (kv.get(1), kv.get(2), kv.get(3)) == (5, (1 << 64) - 1, 1 << 63)
     eng.close()
 
 
-def test_concurrent_increments_of_one_cell_commute_through_aborts(dev):
+def test_concurrent_increments_of_one_cell_commute_through_aborts(engine_dev):
     """Threads add to one shared cell without a lock, some aborting: each abort subtracts only
     its own delta, so the cell ends at the sum of the committed deltas, after a crash too."""
-    eng = Engine.open(dev, policy=GroupCommitPolicy(max_commits=4, max_delay=0.001))
+    eng = Engine.open(engine_dev, policy=GroupCommitPolicy(max_commits=4, max_delay=0.001))
     kv = KV(eng, 10)
     committed = [0] * 6
 
@@ -280,6 +265,6 @@ def test_concurrent_increments_of_one_cell_commute_through_aborts(dev):
     for t in threads:
         t.join()
     assert kv.get(0) == sum(committed)
-    eng = reopen(eng, crash=True)
+    eng = reopen_engine(eng, crash=True)
     assert KV(eng, 10).get(0) == sum(committed)
     eng.close()

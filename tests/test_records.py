@@ -8,34 +8,18 @@ import random
 import threading
 
 import pytest
+from conftest import reopen_engine
 
 from traxfs.fs.engine import ops, slotted
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
 from traxfs.fs.engine.records import RecordError, RecordId, read_record, record_size, set_record
-from traxfs.volume.device import create_image
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def dev(tmp_path):
-    d = create_image(str(tmp_path / "r.img"), 48 << 20)
-    Engine.format(d, log_size=4 << 20)
-    yield d
-    d.close()
-
-
-def reopen(eng: Engine, crash: bool) -> Engine:
-    if crash:
-        eng.unclean_shutdown()
-    else:
-        eng.close()
-    return Engine.open(eng.dev)
-
-
-def test_one_interface_for_slotted_and_fixed_pages(dev):
-    eng = Engine.open(dev)
+def test_one_interface_for_slotted_and_fixed_pages(engine_dev):
+    eng = Engine.open(engine_dev)
     tx = eng.begin()
     sp = eng.alloc.alloc_page(tx)  # slotted
     eng.update(tx, sp, ops.OP_SLOT_INSERT, ops.slot_insert_payload(0, b"hello"))
@@ -51,13 +35,13 @@ def test_one_interface_for_slotted_and_fixed_pages(dev):
     tx = eng.begin()
     set_record(eng, tx, srid, b"xxxxx")
     eng.abort(tx)
-    eng = reopen(eng, crash=True)
+    eng = reopen_engine(eng, crash=True)
     assert read_record(eng, srid) == b"HELLO" and read_record(eng, frid) == b"f" * 16
     eng.close()
 
 
-def test_bad_addresses_and_sizes_are_refused_and_change_nothing(dev):
-    eng = Engine.open(dev)
+def test_bad_addresses_and_sizes_are_refused_and_change_nothing(engine_dev):
+    eng = Engine.open(engine_dev)
     tx = eng.begin()
     rid = eng.records.alloc(tx, 4, b"abcd")
     fp = eng.alloc.alloc_page(tx, PageType.FIXED, 100, b"")
@@ -87,8 +71,8 @@ def test_bad_addresses_and_sizes_are_refused_and_change_nothing(dev):
 
 
 @pytest.mark.parametrize("crash", [False, True])
-def test_alloc_commit_abort_and_recovery(dev, crash):
-    eng = Engine.open(dev)
+def test_alloc_commit_abort_and_recovery(engine_dev, crash):
+    eng = Engine.open(engine_dev)
     tx = eng.begin()
     kept = [eng.records.alloc(tx, 10 + i, bytes([i]) * (10 + i)) for i in range(50)]
     eng.commit(tx)
@@ -98,7 +82,7 @@ def test_alloc_commit_abort_and_recovery(dev, crash):
     tx = eng.begin()
     kept.append(eng.records.alloc(tx, 7, b"seventh"))
     eng.commit(tx)
-    eng = reopen(eng, crash)
+    eng = reopen_engine(eng, crash)
     assert [read_record(eng, r) for r in kept[:50]] == [bytes([i]) * (10 + i) for i in range(50)]
     assert read_record(eng, kept[50]) == b"seventh"
     taken = {(r.page, r.slot) for r in kept}
@@ -109,8 +93,8 @@ def test_alloc_commit_abort_and_recovery(dev, crash):
     eng.close()
 
 
-def test_a_freed_slot_is_reused_only_after_the_freeing_commit(dev):
-    eng = Engine.open(dev)
+def test_a_freed_slot_is_reused_only_after_the_freeing_commit(engine_dev):
+    eng = Engine.open(engine_dev)
     tx = eng.begin()
     rid = eng.records.alloc(tx, 8, b"original")
     eng.commit(tx)
@@ -132,13 +116,13 @@ def test_a_freed_slot_is_reused_only_after_the_freeing_commit(dev):
     again = eng.records.alloc(t3, 8, b"reuse-it")
     eng.commit(t3)
     assert (again.page, again.slot) == (rid.page, rid.slot)  # free now: reused in place
-    eng = reopen(eng, crash=True)
+    eng = reopen_engine(eng, crash=True)
     assert read_record(eng, again) == b"reuse-it" and read_record(eng, seen[0]) == b"newcomer"
     eng.close()
 
 
-def test_aborted_dealloc_keeps_the_record_and_aborted_reuse_frees_it_again(dev):
-    eng = Engine.open(dev)
+def test_aborted_dealloc_keeps_the_record_and_aborted_reuse_frees_it_again(engine_dev):
+    eng = Engine.open(engine_dev)
     tx = eng.begin()
     a, b = eng.records.alloc(tx, 4, b"aaaa"), eng.records.alloc(tx, 4, b"bbbb")
     eng.commit(tx)
@@ -161,10 +145,10 @@ def test_aborted_dealloc_keeps_the_record_and_aborted_reuse_frees_it_again(dev):
     eng.close()
 
 
-def test_page_frees_are_quarantined_until_the_commit_record(dev):
+def test_page_frees_are_quarantined_until_the_commit_record(engine_dev):
     """The same rule for pages: freed bits are cleared just before the commit record, and the
     pages are not handed out again until that record is in the log."""
-    eng = Engine.open(dev)
+    eng = Engine.open(engine_dev)
     tx = eng.begin()
     pid = eng.alloc.alloc_page(tx)
     eng.commit(tx)
@@ -178,11 +162,11 @@ def test_page_frees_are_quarantined_until_the_commit_record(dev):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_concurrent_alloc_dealloc_with_aborts_survive_a_crash(dev, seed):
+def test_concurrent_alloc_dealloc_with_aborts_survive_a_crash(engine_dev, seed):
     """Threads allocate, overwrite and free records, a quarter of their transactions aborting:
     afterwards, and after a crash, every committed live record holds its last committed bytes,
     and no two live records share a slot."""
-    eng = Engine.open(dev)
+    eng = Engine.open(engine_dev)
     live: dict[tuple[int, int], bytes] = {}
     lock = threading.Lock()
 
@@ -223,5 +207,5 @@ def test_concurrent_alloc_dealloc_with_aborts_survive_a_crash(dev, seed):
     for crash in (False, True):
         for (pid, slot), data in live.items():
             assert read_record(eng, RecordId(pid, slot, len(data))) == data
-        eng = reopen(eng, crash)
+        eng = reopen_engine(eng, crash)
     eng.close()
