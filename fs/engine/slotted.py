@@ -11,22 +11,22 @@ inserting at an index shifts the directory. When the gap between directory and h
 small but the page has enough free bytes in all, the heap is compacted in place without logging
 (Stasis: "defragmented without logging"): compaction changes only where bodies sit, never the
 slot order or contents, which is all that log records refer to.
+
+``free_space``, ``insert`` and ``delete`` (and ``PageFull``) are in C (``traxfs.ext.slotpage``);
+the rest is here.
 """
 
 from __future__ import annotations
 
 import struct
 
+from traxfs.ext.slotpage import PageFull, delete, free_space, insert  # noqa: F401 (this module's API, in C)
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE
 
 _META = struct.Struct("<HH")
 _SLOT = struct.Struct("<HH")
 DIR_START = HEADER_SIZE + _META.size
 MAX_RECORD = PAGE_SIZE - DIR_START - _SLOT.size
-
-
-class PageFull(Exception):
-    """The record does not fit in this page (the caller splits or allocates another page)."""
 
 
 def format_slotted(buf: bytearray) -> None:
@@ -66,55 +66,8 @@ def records(buf: bytes | bytearray) -> list[bytes]:
     return [get(buf, i) for i in range(count(buf))]
 
 
-def free_space(buf: bytes | bytearray) -> int:
-    """Bytes available for one more record including its directory entry."""
-    n = count(buf)
-    used = sum(struct.unpack_from(f"<{2 * n}H", buf, DIR_START)[1::2])  # the lengths, unpacked in C
-    return PAGE_SIZE - DIR_START - 4 * n - used
-
-
 def fits(buf: bytes | bytearray, size: int) -> bool:
     return free_space(buf) >= size + 4
-
-
-def _compact(buf: bytearray) -> None:
-    n = count(buf)
-    bodies = [get(buf, i) for i in range(n)]
-    top = PAGE_SIZE
-    for i, body in enumerate(bodies):
-        top -= len(body)
-        buf[top : top + len(body)] = body
-        _SLOT.pack_into(buf, DIR_START + 4 * i, top, len(body))
-    _META.pack_into(buf, HEADER_SIZE, n, top)
-
-
-def insert(buf: bytearray, i: int, body: bytes) -> None:
-    n, top = _META.unpack_from(buf, HEADER_SIZE)
-    if not 0 <= i <= n:
-        raise ValueError(f"slot {i} outside 0..{n}")
-    if not fits(buf, len(body)):
-        raise PageFull(f"record of {len(body)} bytes does not fit ({free_space(buf)} free)")
-    if top - (DIR_START + 4 * (n + 1)) < len(body):
-        _compact(buf)
-        n, top = _META.unpack_from(buf, HEADER_SIZE)
-    top -= len(body)
-    buf[top : top + len(body)] = body
-    d = DIR_START + 4 * i
-    buf[d + 4 : DIR_START + 4 * (n + 1)] = buf[d : DIR_START + 4 * n]
-    _SLOT.pack_into(buf, d, top, len(body))
-    _META.pack_into(buf, HEADER_SIZE, n + 1, top)
-
-
-def delete(buf: bytearray, i: int) -> bytes:
-    n, top = _META.unpack_from(buf, HEADER_SIZE)
-    if not 0 <= i < n:
-        raise ValueError(f"slot {i} outside 0..{n - 1}")
-    old = get(buf, i)
-    d = DIR_START + 4 * i
-    buf[d : DIR_START + 4 * (n - 1)] = buf[d + 4 : DIR_START + 4 * n]
-    buf[DIR_START + 4 * (n - 1) : DIR_START + 4 * n] = bytes(4)
-    _META.pack_into(buf, HEADER_SIZE, n - 1, top)  # the body's bytes are reclaimed by compaction
-    return old
 
 
 def replace(buf: bytearray, i: int, body: bytes) -> bytes:

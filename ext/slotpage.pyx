@@ -1,0 +1,118 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Slotted-page edits in C: the free-space sum, slot insert and slot delete of
+``traxfs.fs.engine.slotted`` (whose docstring has the layout).
+
+Every B+tree, hash and list change runs them (forward and in redo), and in Python they cost a
+fifth of a B+tree put: ``free_space`` unpacked the whole directory to sum it, ``insert`` and
+``delete`` moved it with slice copies.  Here they are loops and ``memmove`` on the page.  The
+byte layout is the one the Python code produced (bodies grow down from the page end; compaction
+lays bodies out in slot order from the end), and a page whose directory or heap points outside
+it is refused with ``ValueError`` instead of being written past.
+"""
+
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memmove, memset
+
+cdef Py_ssize_t HEADER_SIZE = 32
+cdef Py_ssize_t DIR_START = 36
+
+
+class PageFull(Exception):
+    """The record does not fit in this page (the caller splits or allocates another page)."""
+
+
+cdef inline Py_ssize_t u16(const unsigned char *p) noexcept nogil:
+    return p[0] | (p[1] << 8)
+
+
+cdef inline void put16(unsigned char *p, Py_ssize_t v) noexcept nogil:
+    p[0] = v & 0xff
+    p[1] = (v >> 8) & 0xff
+
+
+cdef Py_ssize_t _used(const unsigned char *p, Py_ssize_t size, Py_ssize_t *n_out) except -1:
+    """Slot count (into ``n_out``) and the bytes of all bodies; checks the directory fits."""
+    cdef Py_ssize_t n = u16(p + HEADER_SIZE), i, used = 0
+    if DIR_START + 4 * n > size:
+        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
+    for i in range(n):
+        used += u16(p + DIR_START + 4 * i + 2)
+    n_out[0] = n
+    return used
+
+
+def free_space(const unsigned char[::1] buf) -> int:
+    """Bytes available for one more record including its directory entry."""
+    cdef Py_ssize_t n
+    cdef Py_ssize_t used = _used(&buf[0], buf.shape[0], &n)
+    return buf.shape[0] - DIR_START - 4 * n - used
+
+
+cdef int _compact(unsigned char *p, Py_ssize_t size, Py_ssize_t n) except -1:
+    """Lay the bodies out again from the page end in slot order (directory order unchanged)."""
+    cdef unsigned char *copy = <unsigned char *>malloc(size)
+    cdef Py_ssize_t i, off, ln, top = size
+    if copy == NULL:
+        raise MemoryError()
+    memcpy(copy, p, size)
+    try:
+        for i in range(n):
+            off = u16(copy + DIR_START + 4 * i)
+            ln = u16(copy + DIR_START + 4 * i + 2)
+            if off + ln > size or ln > top - (DIR_START + 4 * n):
+                raise ValueError(f"slot {i} ([{off}, {off + ln})) passes the page end")
+            top -= ln
+            memcpy(p + top, copy + off, ln)
+            put16(p + DIR_START + 4 * i, top)
+        put16(p + HEADER_SIZE, n)
+        put16(p + HEADER_SIZE + 2, top)
+    finally:
+        free(copy)
+    return 0
+
+
+def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) -> None:
+    """Insert ``body`` as slot ``i`` (later slots shift up by one)."""
+    cdef unsigned char *p = &buf[0]
+    cdef Py_ssize_t size = buf.shape[0], n, used, top, ln = body.shape[0], d, free_now
+    used = _used(p, size, &n)
+    top = u16(p + HEADER_SIZE + 2)
+    if not 0 <= i <= n:
+        raise ValueError(f"slot {i} outside 0..{n}")
+    free_now = size - DIR_START - 4 * n - used
+    if free_now < ln + 4:
+        raise PageFull(f"record of {ln} bytes does not fit ({free_now} free)")
+    if top > size or top - (DIR_START + 4 * (n + 1)) < ln:
+        _compact(p, size, n)
+        top = u16(p + HEADER_SIZE + 2)
+    top -= ln
+    if ln:
+        memcpy(p + top, &body[0], ln)
+    d = DIR_START + 4 * i
+    memmove(p + d + 4, p + d, 4 * (n - i))
+    put16(p + d, top)
+    put16(p + d + 2, ln)
+    put16(p + HEADER_SIZE, n + 1)
+    put16(p + HEADER_SIZE + 2, top)
+
+
+def delete(unsigned char[::1] buf, Py_ssize_t i) -> bytes:
+    """Remove slot ``i`` (later slots shift down) and return its body; its bytes are reclaimed
+    by the next compaction."""
+    cdef unsigned char *p = &buf[0]
+    cdef Py_ssize_t size = buf.shape[0], n, off, ln, d
+    n = u16(p + HEADER_SIZE)
+    if not 0 <= i < n:
+        raise ValueError(f"slot {i} outside 0..{n - 1}")
+    if DIR_START + 4 * n > size:
+        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
+    d = DIR_START + 4 * i
+    off = u16(p + d)
+    ln = u16(p + d + 2)
+    if off + ln > size:
+        raise ValueError(f"slot {i} ([{off}, {off + ln})) passes the page end")
+    old = (<char *>p)[off:off + ln]
+    memmove(p + d, p + d + 4, 4 * (n - 1 - i))
+    memset(p + DIR_START + 4 * (n - 1), 0, 4)
+    put16(p + HEADER_SIZE, n - 1)
+    return old

@@ -1,0 +1,95 @@
+"""Slotted pages (``traxfs.fs.engine.slotted``, edits in C in ``traxfs.ext.slotpage``) against a
+list of bodies: any sequence of inserts, deletes and replaces — compactions included — leaves
+the page holding exactly the list, with the free space the layout promises; damaged pages are
+refused, never written past."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from traxfs.fs.engine import slotted
+from traxfs.fs.engine.page import PAGE_SIZE
+
+BODIES = st.one_of(st.binary(max_size=40), st.binary(min_size=200, max_size=1500))
+
+
+class SlottedPageMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.page = bytearray(PAGE_SIZE)
+        slotted.format_slotted(self.page)
+        self.model: list[bytes] = []
+
+    def _room(self) -> int:
+        return PAGE_SIZE - slotted.DIR_START - sum(len(b) + 4 for b in self.model)
+
+    @rule(data=st.data(), body=BODIES)
+    def insert(self, data, body):
+        i = data.draw(st.integers(0, len(self.model)))
+        if self._room() >= len(body) + 4:
+            slotted.insert(self.page, i, body)
+            self.model.insert(i, body)
+        else:
+            with pytest.raises(slotted.PageFull):
+                slotted.insert(self.page, i, body)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def delete(self, data):
+        i = data.draw(st.integers(0, len(self.model) - 1))
+        assert slotted.delete(self.page, i) == self.model.pop(i)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), body=BODIES)
+    def replace(self, data, body):
+        i = data.draw(st.integers(0, len(self.model) - 1))
+        if self._room() + len(self.model[i]) >= len(body):
+            assert slotted.replace(self.page, i, body) == self.model[i]
+            self.model[i] = body
+        else:
+            before = bytes(slotted.records(self.page))
+            with pytest.raises(slotted.PageFull):
+                slotted.replace(self.page, i, body)
+            assert bytes(slotted.records(self.page)) == before
+
+    @rule(i=st.integers(-3, 3))
+    def out_of_range(self, i):
+        n = len(self.model)
+        with pytest.raises(ValueError, match="outside"):
+            slotted.insert(self.page, n + 1 + abs(i), b"x")
+        with pytest.raises(ValueError, match="outside"):
+            slotted.delete(self.page, n + abs(i))
+
+    @invariant()
+    def matches_the_list(self):
+        assert slotted.records(self.page) == self.model
+        assert slotted.free_space(self.page) == self._room()
+        assert slotted.free_space(bytes(self.page)) == self._room()  # read-only pages too
+
+
+TestSlottedPage = SlottedPageMachine.TestCase
+
+
+def test_damaged_pages_are_refused():
+    page = bytearray(PAGE_SIZE)
+    slotted.format_slotted(page)
+    slotted.insert(page, 0, b"abc")
+    bad = bytearray(page)
+    struct.pack_into("<H", bad, 32, 5000)  # more slots than the page can hold
+    for op in (lambda: slotted.free_space(bad), lambda: slotted.insert(bad, 0, b"x"), lambda: slotted.delete(bad, 0)):
+        with pytest.raises(ValueError, match="5000 slots"):
+            op()
+    bad = bytearray(page)
+    struct.pack_into("<HH", bad, slotted.DIR_START, PAGE_SIZE - 1, 3)  # a body past the end
+    with pytest.raises(ValueError, match="passes the page end"):
+        slotted.delete(bad, 0)
+    full = bytearray(bad)
+    struct.pack_into("<H", full, 34, 40)  # heap top below the directory: the insert must compact
+    with pytest.raises(ValueError, match="passes the page end"):
+        slotted.insert(full, 1, b"y")
+    with pytest.raises(BufferError):
+        slotted.insert(bytes(page), 0, b"x")  # a read-only page cannot be edited
