@@ -13,6 +13,7 @@ it is refused with ``ValueError`` instead of being written past.
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memmove, memset
 
+DIR_START_AT = 36  # checked against traxfs.fs.engine.slotted.DIR_START when that module loads
 cdef Py_ssize_t HEADER_SIZE = 32
 cdef Py_ssize_t DIR_START = 36
 

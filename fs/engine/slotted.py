@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 
+from traxfs.ext.slotpage import DIR_START_AT as _C_DIR_START
 from traxfs.ext.slotpage import PageFull, delete, free_space, insert  # noqa: F401 (this module's API, in C)
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE
 
@@ -27,6 +28,8 @@ _META = struct.Struct("<HH")
 _SLOT = struct.Struct("<HH")
 DIR_START = HEADER_SIZE + _META.size
 MAX_RECORD = PAGE_SIZE - DIR_START - _SLOT.size
+if _C_DIR_START != DIR_START:  # the C edits must read the directory where this layout puts it
+    raise ImportError(f"traxfs.ext.slotpage edits slots at {_C_DIR_START}, slotted pages keep them at {DIR_START}")
 
 
 def format_slotted(buf: bytearray) -> None:
