@@ -51,10 +51,10 @@ class SlottedPageMachine(RuleBasedStateMachine):
             assert slotted.replace(self.page, i, body) == self.model[i]
             self.model[i] = body
         else:
-            before = bytes(slotted.records(self.page))
+            before = slotted.records(self.page)
             with pytest.raises(slotted.PageFull):
                 slotted.replace(self.page, i, body)
-            assert bytes(slotted.records(self.page)) == before
+            assert slotted.records(self.page) == before
 
     @rule(i=st.integers(-3, 3))
     def out_of_range(self, i):
@@ -93,3 +93,15 @@ def test_damaged_pages_are_refused():
         slotted.insert(full, 1, b"y")
     with pytest.raises(BufferError):
         slotted.insert(bytes(page), 0, b"x")  # a read-only page cannot be edited
+
+
+def test_a_replace_that_does_not_fit_changes_nothing():
+    page = bytearray(PAGE_SIZE)
+    slotted.format_slotted(page)
+    for i, n in enumerate((1500, 1500, 900)):
+        slotted.insert(page, i, bytes([i + 1]) * n)
+    before = bytes(page)
+    with pytest.raises(slotted.PageFull):
+        slotted.replace(page, 2, b"z" * 1200)
+    assert slotted.records(page) == [b"\1" * 1500, b"\2" * 1500, b"\3" * 900]
+    assert slotted.free_space(page) == slotted.free_space(before)
