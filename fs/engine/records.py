@@ -41,6 +41,7 @@ from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, get_aux
 from traxfs.fs.engine.xact import Transaction
 
 MAX_RECORD = slotted.MAX_RECORD
+FREE_PAGES_TRIED = 8
 
 
 class RecordId(NamedTuple):
@@ -161,7 +162,9 @@ class RecordAllocator:
         e = self.e
         with self._lock:
             self._join(tx)
-            for pid, slots in list(self._free.items()):  # a free slot with room for the body
+            # a free slot on a page with room for the body; a few pages are tried, not all, so
+            # an allocation costs the same however many pages hold free slots too small for it
+            for pid, slots in list(self._free.items())[:FREE_PAGES_TRIED]:
                 with e.page(pid) as f:
                     if slotted.free_space(f.data) >= size:
                         slot = slots.pop()
