@@ -209,3 +209,30 @@ def test_concurrent_alloc_dealloc_with_aborts_survive_a_crash(engine_dev, seed):
             assert read_record(eng, RecordId(pid, slot, len(data))) == data
         eng = reopen_engine(eng, crash)
     eng.close()
+
+
+def test_free_slots_too_small_do_not_block_reuse_elsewhere(engine_dev):
+    """An allocation tries free slots on FREE_PAGES_TRIED pages; those without room go to the
+    back, so a later allocation reaches a page with room behind more than that many full ones."""
+    from traxfs.fs.engine.records import FREE_PAGES_TRIED
+
+    eng = Engine.open(engine_dev)
+    pages = []
+    for _ in range(FREE_PAGES_TRIED + 3):  # each transaction fills a page of its own
+        tx = eng.begin()
+        pages.append([eng.records.alloc(tx, 1000, b"x" * 1000) for _ in range(4)])
+        eng.commit(tx)
+    tx = eng.begin()
+    for recs in pages[:-1]:
+        eng.records.dealloc(tx, recs[0])  # 1,044 bytes free on each of these pages
+    eng.records.dealloc(tx, pages[-1][1])
+    eng.records.dealloc(tx, pages[-1][2])  # 2,044 free on the last: a 2,042-byte record fits
+    eng.commit(tx)  # only into one of its free slots (a new slot would need 4 bytes more)
+    tx = eng.begin()
+    first = eng.records.alloc(tx, 2042, b"A" * 2042)  # the first 8 pages have no room: a new page
+    second = eng.records.alloc(tx, 2042, b"B" * 2042)
+    eng.commit(tx)
+    assert first.page not in {r.page for recs in pages for r in recs}
+    assert (second.page, second.slot) in {(pages[-1][1].page, 1), (pages[-1][2].page, 2)}
+    assert read_record(eng, second) == b"B" * 2042 and read_record(eng, first) == b"A" * 2042
+    eng.close()

@@ -34,6 +34,7 @@ starts new pages. A slot holding zero bytes is free, so ``read_record`` of it is
 from __future__ import annotations
 
 import threading
+from itertools import islice
 from typing import NamedTuple
 
 from traxfs.fs.engine import ops, slotted
@@ -162,9 +163,10 @@ class RecordAllocator:
         e = self.e
         with self._lock:
             self._join(tx)
-            # a free slot on a page with room for the body; a few pages are tried, not all, so
-            # an allocation costs the same however many pages hold free slots too small for it
-            for pid, slots in list(self._free.items())[:FREE_PAGES_TRIED]:
+            # a free slot on a page with room for the body; a few pages are tried, not all (those
+            # without room go to the back), so an allocation costs the same however many pages
+            # hold free slots too small for it
+            for pid, slots in list(islice(self._free.items(), FREE_PAGES_TRIED)):
                 with e.page(pid) as f:
                     if slotted.free_space(f.data) >= size:
                         slot = slots.pop()
@@ -173,6 +175,7 @@ class RecordAllocator:
                         e.update(tx, pid, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(slot, b"", body))
                         self._reused.setdefault(tx.xid, []).append((pid, slot))
                         return RecordId(pid, slot, size)
+                self._free[pid] = self._free.pop(pid)  # no room here: to the back of the queue
             pid = self._own.get(tx.xid)
             while True:
                 if pid is not None:
