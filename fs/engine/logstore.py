@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 
+from traxfs.ext.logbuffer import DirectLogWriter
 from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
 
 SCAN_CHUNK = 1 << 20
@@ -41,8 +42,6 @@ class LogStore:
             if fd is None or self.offset % self._sector or self._sector > 4096:
                 self._direct = False
             else:
-                from traxfs.ext.logbuffer import DirectLogWriter
-
                 self._direct = DirectLogWriter(fd, self.offset, self.size, self._sector, buffer.capacity)
                 self._tail = (-1, b"")
         if self._direct:
@@ -53,7 +52,7 @@ class LogStore:
                 if e.errno != errno.EINVAL:  # a real I/O error: the caller must hear of it
                     raise
                 self._direct = False  # the filesystem wants another alignment: the Python path
-                self.dev.refuse_direct()
+                getattr(self.dev, "refuse_direct", lambda: None)()
         self.append_durable(start, buffer.read(start, end))
 
     def _spans(self, lsn: int, n: int) -> list[tuple[int, int, int]]:
