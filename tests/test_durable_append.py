@@ -323,7 +323,7 @@ def test_direct_writer_falls_back_when_the_device_refuses_the_alignment(tmp_path
     buf = logbuffer.MutexLogBuffer(64 << 10, FIRST_LSN)
     lsn = buf.insert(b"\x22" * 300)
     store.append_from(buf, FIRST_LSN, buf.released())
-    assert store._direct is False and dev.direct_sync_fd() is None
+    assert store._direct is False and dev.direct_sync_fd() is None and store.flush_path() == "python"
     assert store.read(lsn, 300) == _expected(b"\x22" * 300, lsn)
     dev.close()
 
@@ -341,7 +341,7 @@ def test_engine_commits_go_through_the_direct_writer(tmp_path):
         tx = eng.begin()
         kv.put(tx, 3, v)
         eng.commit(tx)
-    assert eng.store._direct.appends >= 5
+    assert eng.store._direct.appends >= 5 and eng.stats()["log"]["flush_path"] == "direct"
     eng.unclean_shutdown()
     eng = Engine.open(dev)
     assert KV(eng, 10).get(3) == 5

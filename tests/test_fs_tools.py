@@ -207,6 +207,7 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
     docs = {name: json.loads((mp / ".trax" / name).read_text()) for name in STATUS_FILES}
     assert {"filesystem", "data", "log", "buffer", "locks", "active_transactions"} <= docs["engine.json"].keys()
     assert {"durable_lsn", "trunc_lsn", "reserved_lsn"} <= docs["log.json"].keys()
+    assert docs["log.json"]["flush_path"] == "python"  # a logical volume offers no single direct descriptor
     assert {"resident", "dirty"} <= docs["buffer.json"].keys()
     assert {"track_pages", "quarantined_pages"} <= docs["data.json"].keys()
     fsdoc = docs["filesystem.json"]

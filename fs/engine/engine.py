@@ -358,7 +358,7 @@ class Engine:
 
     def stats(self) -> dict:
         return {"log": {**self.log.stats, "durable_lsn": self.log.durable_lsn, "trunc_lsn": self.log.trunc_lsn,
-                        "reserved_lsn": self.log.reserved()},
+                        "reserved_lsn": self.log.reserved(), "flush_path": self.store.flush_path()},
                 "buffer": {**self.buffer.stats, "resident": self.buffer.resident(),
                            "dirty": len(self.buffer.dirty_page_table())},
                 "locks": dict(self.locks.stats), "active_transactions": len(self.active_transactions())}

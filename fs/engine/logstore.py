@@ -55,6 +55,10 @@ class LogStore:
                 getattr(self.dev, "refuse_direct", lambda: None)()
         self.append_durable(start, buffer.read(start, end))
 
+    def flush_path(self) -> str:
+        """How appends reach the device: "direct" (C, no GIL), "python", or "undecided" (none yet)."""
+        return "undecided" if self._direct is None else "direct" if self._direct else "python"
+
     def _spans(self, lsn: int, n: int) -> list[tuple[int, int, int]]:
         """(device offset, bytes, offset in data) pieces of [lsn, lsn+n), split at the wrap."""
         pos = lsn % self.size
