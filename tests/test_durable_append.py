@@ -143,21 +143,27 @@ def _log(dev, kind="mutex"):
                       buffer_size=256 << 10)
 
 
-@pytest.mark.timeout(60)
-def test_parked_followers_ride_one_flush(tmp_path):
-    """Committers that arrive while a leader is inside its flush park; when it ends, the next
-    leader's one flush covers all of them, and every one returns durable."""
+def _held_leader(tmp_path):
+    """A log on a gated device whose first committer is the leader, held inside its flush until
+    ``dev.gate`` is set: (device, log, the leader's thread)."""
     dev = _GatedDevice(create_image(str(tmp_path / "g.img"), 4 << 20))
     log = _log(dev)
     _, first = log.append(RecType.COMMIT, xid=1)
     leader = threading.Thread(target=lambda: log.commit_handle(first, will_wait=True).wait())
     leader.start()
     assert dev.entered.wait(10)
-    ends, done = [], []
+    return dev, log, leader
+
+
+@pytest.mark.timeout(60)
+def test_parked_followers_ride_one_flush(tmp_path):
+    """Committers that arrive while a leader is inside its flush park; when it ends, the next
+    leader's one flush covers all of them, and every one returns durable."""
+    dev, log, leader = _held_leader(tmp_path)
+    done = []
 
     def follower(x: int) -> None:
         _, end = log.append(RecType.COMMIT, xid=x)
-        ends.append(end)
         assert log.commit_handle(end, will_wait=True).wait()
         assert log.durable_lsn >= end
         done.append(x)
@@ -181,12 +187,7 @@ def test_parked_followers_ride_one_flush(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_unclean_stop_wakes_parked_followers(tmp_path):
-    dev = _GatedDevice(create_image(str(tmp_path / "g.img"), 4 << 20))
-    log = _log(dev)
-    _, first = log.append(RecType.COMMIT, xid=1)
-    leader = threading.Thread(target=lambda: log.commit_handle(first, will_wait=True).wait())
-    leader.start()
-    assert dev.entered.wait(10)
+    dev, log, leader = _held_leader(tmp_path)
     _, end = log.append(RecType.COMMIT, xid=2)
     got = []
     follower = threading.Thread(target=lambda: got.append(log.commit_handle(end, will_wait=True).wait()))
