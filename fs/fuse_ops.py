@@ -81,16 +81,21 @@ class TraxOperations(pyfuse3.Operations):
         self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
 
     # ----- plumbing -----------------------------------------------------------------------------
+    @staticmethod
+    def _fuse_error(fn, e: Exception) -> pyfuse3.FUSEError:
+        """What the kernel is told when ``fn`` raised ``e``: its errno, or EIO (logged) for a bug."""
+        if isinstance(e, pyfuse3.FUSEError):
+            return e
+        if isinstance(e, FsError):
+            return pyfuse3.FUSEError(e.errno)
+        log.exception("internal error in %s", getattr(fn, "__name__", fn))
+        return pyfuse3.FUSEError(errno.EIO)
+
     async def _run(self, fn, *args, **kw):
         try:
             return await trio.to_thread.run_sync(lambda: fn(*args, **kw))
-        except FsError as e:
-            raise pyfuse3.FUSEError(e.errno) from None
-        except pyfuse3.FUSEError:
-            raise
-        except Exception:
-            log.exception("internal error in %s", getattr(fn, "__name__", fn))
-            raise pyfuse3.FUSEError(errno.EIO) from None
+        except Exception as e:
+            raise self._fuse_error(fn, e) from None
 
     async def _read(self, fn, *args):
         """A read-only call: answered inline when everything it needs is in memory (no worker
@@ -100,11 +105,8 @@ class TraxOperations(pyfuse3.Operations):
         except nowait.WouldBlock:
             self.stats["inline_misses"] += 1
             return await self._run(fn, *args)
-        except FsError as e:
-            raise pyfuse3.FUSEError(e.errno) from None
-        except Exception:
-            log.exception("internal error in %s", getattr(fn, "__name__", fn))
-            raise pyfuse3.FUSEError(errno.EIO) from None
+        except Exception as e:
+            raise self._fuse_error(fn, e) from None
         finally:
             self.stats["reads"] += 1
 
