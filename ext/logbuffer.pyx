@@ -1097,7 +1097,7 @@ cdef class DirectLogWriter:
     cdef uint64_t buf_cap
     cdef uint64_t tail_lsn, tail_len
     cdef bint tail_valid
-    cdef readonly uint64_t appends, bytes_written
+    cdef readonly uint64_t appends  # durable appends done (tests check the path is taken)
 
     def __cinit__(self, *args, **kwargs):
         self.buf = NULL
@@ -1167,7 +1167,6 @@ cdef class DirectLogWriter:
         if rc != 0:
             raise OSError(<int>(-rc), f"durable log append at LSN {s}: {os.strerror(<int>(-rc))}")
         self.appends += 1
-        self.bytes_written += padded
 
 
 # ---------------------------------------------------------------- native drivers (bench, stress)

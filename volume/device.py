@@ -126,7 +126,7 @@ class ImageFileDevice(Device):
             os.ftruncate(self.fd, size)  # sparse: no blocks are allocated until written
             current = size
         self.size = current - current % SECTOR
-        self._direct_fd: int | None = None  # opened at the first write_durable; -1: unsupported
+        self._direct_fd: int | None = None  # opened at the first direct_sync_fd(); -1: refused
         self._direct_buf: mmap.mmap | None = None
         self._direct_lock = threading.Lock()
         self._retired_fds: list[int] = []

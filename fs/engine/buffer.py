@@ -110,17 +110,14 @@ class BufferManager:
         victims: list[Frame] | None = None
         with self._lock:
             f = self._frames.get(pid)
-            if f is not None and f.ready:  # resident: the common case, decided under the lock
-                f.pins += 1
-                self._frames.move_to_end(pid)
-                self.stats["hits"] += 1
-                return f
-            if nowait.active():
+            if (f is None or not f.ready) and nowait.active():
                 raise nowait.WouldBlock(f"page {pid} is not resident")
             if f is not None:
                 f.pins += 1
                 self._frames.move_to_end(pid)
                 self.stats["hits"] += 1
+                if f.ready:  # resident (the common case): a plain flag, decided under the lock
+                    return f
             else:
                 f = Frame(pid)
                 self._frames[pid] = f

@@ -180,14 +180,13 @@ class LogManager:
                     return False
         return True
 
-    def _try_flush(self, want: int) -> bool:
+    def _try_flush(self, want: int) -> None:
         """The daemon's way in: flush unless a flush is running (then it has nothing to do)."""
         with self._lock:
             if self._flushing or self._stop or self._error is not None:
-                return False
+                return
             self._flushing = True
         self._lead(want)
-        return True
 
     def _lead(self, want: int) -> None:
         """Run one flush as the leader (``_flushing`` already claimed), then, under one acquisition
