@@ -70,12 +70,18 @@ class Cells:
         eng = self.eng
         tx = eng.begin()
         eng.lock(tx, k)
-        eng.update(tx, self.base + k // CELLS_PER_PAGE, ops.OP_ADD, ops.add_payload(64 + 8 * (k % CELLS_PER_PAGE), 1))
+        pid, off = self._where(k)
+        eng.update(tx, pid, ops.OP_ADD, ops.add_payload(off, 1))
         eng.commit(tx)
 
     def value(self, k: int) -> int:
-        with self.eng.page(self.base + k // CELLS_PER_PAGE) as f:
-            return _U64.unpack_from(f.data, 64 + 8 * (k % CELLS_PER_PAGE))[0]
+        pid, off = self._where(k)
+        with self.eng.page(pid) as f:
+            return _U64.unpack_from(f.data, off)[0]
+
+    def _where(self, k: int) -> tuple[int, int]:
+        """Key ``k``'s cell: (page, byte offset)."""
+        return self.base + k // CELLS_PER_PAGE, 64 + 8 * (k % CELLS_PER_PAGE)
 
 
 def _run_clients(clients: int, seconds: float, make_worker) -> tuple[float, int]:
