@@ -481,7 +481,7 @@ class VolumeGroup:
                             f"('trax pv create --force {path}' destroys it first, if that is meant)")
                     raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)}); "
                                         f"'trax pv create --force {path}' labels it anew")
-                refuse_unless_forced(path, [f for f in sd.findings if not f.ours], force)
+                refuse_unless_forced(path, [f for f in sd.findings if f.kind != PV_KIND], force)
                 if sd.label is not None and sd.label.pv_uuid in taken:
                     raise UsageError(f"{path}: given twice")
                 if sd.label is not None:
@@ -501,7 +501,7 @@ class VolumeGroup:
         is left of foreign signatures that ``--force`` overrode."""
         out = []
         for sd in claimed:
-            erase = any(not f.ours for f in sd.findings)
+            erase = any(f.kind != PV_KIND for f in sd.findings)
             if sd.label is None:
                 dev, sd.device = sd.device, None
                 label_device(registry, sd.path, dev, Geometry(), erase=erase)

@@ -154,7 +154,7 @@ def command_of(pid: int) -> str:
         elif a != "--foreground" and not any(a.startswith(o + "=") for o in _VALUE_OPTIONS):
             out.append(os.path.basename(a) if not out else a)
     text = " ".join(" ".join(out).split()) or "unknown"  # one line, whatever the arguments held
-    return text if len(text) <= 100 else text[:97] + "..."
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _kernel_holder(path: str) -> str:
