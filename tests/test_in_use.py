@@ -13,59 +13,39 @@ descriptions, so they meet the mount's locks exactly as another process would.
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from fsmount import trax
+from test_fs_tools import Rig  # skips this module too where FUSE is missing
 
 from traxfs.tools.cli import main
 
 pytestmark = pytest.mark.timeout(180)
-MiB = 1 << 20
-FUSERMOUNT = shutil.which("fusermount3")
-if FUSERMOUNT is None or not os.path.exists("/dev/fuse"):
-    pytest.skip("FUSE (fusermount3, /dev/fuse) is not available", allow_module_level=True)
 
 
-class Rig:
-    """A trax home under ``tmp``; mounts made through the real ``trax mount`` daemon, each
-    unmounted (and its server stopped, by pid) in teardown even when the test failed."""
+class InUseRig(Rig):
+    """test_fs_tools' rig (real ``trax mount`` daemons, each unmounted and its server stopped in
+    teardown), plus the writers run in this process."""
 
     def __init__(self, tmp: Path, capsys):
-        self.tmp, self.capsys, self.home = tmp, capsys, tmp / "home"
-        self.mounts: list[Path] = []
-        self.pids: list[int] = []
+        super().__init__(tmp)
+        self.capsys = capsys
 
     def cli(self, *args: object) -> tuple[int, str]:
         self.capsys.readouterr()
         rc = main(["--home", str(self.home), *map(str, args)])
         return rc, self.capsys.readouterr().err
 
-    def ok(self, *args: object) -> None:
+    def ok_here(self, *args: object) -> None:
         rc, err = self.cli(*args)
         assert rc == 0, (args, err)
 
-    def mount(self, target: str | Path, name: str) -> tuple[Path, int]:
-        mp = self.tmp / name
-        mp.mkdir()
-        self.mounts.append(mp)
-        r = trax("--json", "mount", str(target), str(mp), home=self.home, check=False)
-        assert r.returncode == 0, r.stderr
-        import json
-
-        pid = json.loads(r.stdout)["pid"]
-        self.pids.append(pid)
-        return mp, pid
-
-    def umount(self, mp: Path) -> None:
-        r = trax("umount", str(mp), home=self.home, check=False)
-        assert r.returncode == 0, r.stderr
+    def mount_at(self, target: str | Path, name: str) -> tuple[Path, int]:
+        mp = self.mountpoint(name)
+        return mp, self.mount(mp, image=target)
 
     def refused(self, *args: object, code: int = 1, needles: tuple[str, ...]) -> None:
         rc, err = self.cli(*args)
@@ -73,52 +53,31 @@ class Rig:
         for n in needles:
             assert n in err, (args, n, err)
 
-    def cleanup(self) -> None:
-        for mp in self.mounts:
-            if os.path.ismount(mp):
-                subprocess.run([FUSERMOUNT, "-u", str(mp)], capture_output=True)
-            if os.path.ismount(mp):
-                subprocess.run([FUSERMOUNT, "-uz", str(mp)], capture_output=True)
-        for pid in self.pids:
-            deadline = time.monotonic() + 20
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
 
 @pytest.fixture
 def rig(tmp_path: Path, capsys):
-    r = Rig(tmp_path, capsys)
+    r = InUseRig(tmp_path, capsys)
     try:
         yield r
     finally:
         r.cleanup()
 
 
-def _log_of(rig: Rig, mp: Path) -> str:
+def _log_of(rig: InUseRig, mp: Path) -> str:
     logs = list((rig.home / "mounts").glob("*.log"))
     return "".join(p.read_text(errors="replace") for p in logs if f"on {mp} " in p.read_text(errors="replace"))
 
 
-def test_a_mounted_image_is_never_written(rig: Rig) -> None:
+def test_a_mounted_image_is_never_written(rig: InUseRig) -> None:
     """Issue 12, item 3: pv create and vg create succeeded on a mounted image (and so did lv
     create and mkfs of a volume of that new group); the unmount then said 'closed cleanly' and
     fsck found no filesystem."""
     image = rig.tmp / "fs.img"
-    rig.ok("mkfs", image, "--size", "64M")
+    rig.ok_here("mkfs", image, "--size", "64M")
     host = rig.tmp / "h0.img"
-    rig.ok("pv", "create", host, "--size", "32M")
-    rig.ok("vg", "create", "h", host)
-    mp, pid = rig.mount(image, "mnt")
+    rig.ok_here("pv", "create", host, "--size", "32M")
+    rig.ok_here("vg", "create", "h", host)
+    mp, pid = rig.mount_at(image, "mnt")
     (mp / "data").write_bytes(b"still here")
     holder = (f"{image}: in use by pid {pid} (trax mount {image} {mp})", "even with --force")
     for force in ([], ["--force"]):
@@ -129,32 +88,32 @@ def test_a_mounted_image_is_never_written(rig: Rig) -> None:
     rig.refused("fsck", image, code=8, needles=(f"{image}: in use by pid {pid}",))
     rig.refused("lv", "create", "vgm/x", "--size", "8M", needles=("no volume group named 'vgm'",))
     assert (mp / "data").read_bytes() == b"still here"  # the live mount never noticed
-    rig.umount(mp)
+    rig.ok("umount", mp)
     assert "closed cleanly" in _log_of(rig, mp)
-    rig.ok("fsck", image)
-    rig.ok("vg", "extend", "h", image, "--force")  # free now: --force does what it says
+    rig.ok_here("fsck", image)
+    rig.ok_here("vg", "extend", "h", image, "--force")  # free now: --force does what it says
 
 
-def test_mounted_volumes_are_never_written_and_their_group_stays_usable(rig: Rig) -> None:
+def test_mounted_volumes_are_never_written_and_their_group_stays_usable(rig: InUseRig) -> None:
     """Two volumes of one group mounted at once (one group lock refused the second before);
     a new volume created, formatted and removed beside them; everything that would write a
     mounted volume, its group as a whole or one of its devices refused, naming the holder."""
     disks = [rig.tmp / f"d{i}.img" for i in range(2)]
-    rig.ok("pv", "create", *disks, "--size", "96M")
-    rig.ok("vg", "create", "h", *disks)
-    rig.ok("lv", "create", "h/a", "--size", "48M", "--layout", "striped")
-    rig.ok("lv", "create", "h/b", "--size", "48M")
-    rig.ok("mkfs", "h/a")
-    rig.ok("mkfs", "h/b")
-    mp_a, pid_a = rig.mount("h/a", "mnt-a")
-    mp_b, pid_b = rig.mount("h/b", "mnt-b")
+    rig.ok_here("pv", "create", *disks, "--size", "96M")
+    rig.ok_here("vg", "create", "h", *disks)
+    rig.ok_here("lv", "create", "h/a", "--size", "48M", "--layout", "striped")
+    rig.ok_here("lv", "create", "h/b", "--size", "48M")
+    rig.ok_here("mkfs", "h/a")
+    rig.ok_here("mkfs", "h/b")
+    mp_a, pid_a = rig.mount_at("h/a", "mnt-a")
+    mp_b, pid_b = rig.mount_at("h/b", "mnt-b")
     (mp_a / "a").write_bytes(b"volume a")
     (mp_b / "b").write_bytes(b"volume b")
 
-    rig.ok("lv", "create", "h/c", "--size", "24M")  # beside the mounts: the group is not locked whole
-    rig.ok("mkfs", "h/c")
-    rig.ok("fsck", "h/c")
-    rig.ok("lv", "remove", "h/c")
+    rig.ok_here("lv", "create", "h/c", "--size", "24M")  # beside the mounts: the group is not locked whole
+    rig.ok_here("mkfs", "h/c")
+    rig.ok_here("fsck", "h/c")
+    rig.ok_here("lv", "remove", "h/c")
 
     a_held = (f"logical volume h/a: in use by pid {pid_a} (trax mount h/a {mp_a})",)
     rig.refused("mkfs", "h/a", "--force", needles=a_held)
@@ -175,27 +134,25 @@ def test_mounted_volumes_are_never_written_and_their_group_stays_usable(rig: Rig
         rig.refused("pv", "remove", disk, needles=held)
 
     assert (mp_a / "a").read_bytes() == b"volume a" and (mp_b / "b").read_bytes() == b"volume b"
-    rig.umount(mp_a)
-    rig.umount(mp_b)
+    rig.ok("umount", mp_a)
+    rig.ok("umount", mp_b)
     assert "closed cleanly" in _log_of(rig, mp_a) and "closed cleanly" in _log_of(rig, mp_b)
-    rig.ok("fsck", "h/a")
-    rig.ok("fsck", "h/b")
-    rig.ok("lv", "rename", "h/a", "z")  # free again
-    rig.ok("vg", "rename", "h", "k")
+    rig.ok_here("fsck", "h/a")
+    rig.ok_here("fsck", "h/b")
+    rig.ok_here("lv", "rename", "h/a", "z")  # free again
+    rig.ok_here("vg", "rename", "h", "k")
 
 
 @pytest.mark.timeout(60)
-def test_an_exposed_volume_is_never_written(rig: Rig) -> None:
+def test_an_exposed_volume_is_never_written(rig: InUseRig) -> None:
     disk = rig.tmp / "d.img"
-    rig.ok("pv", "create", disk, "--size", "64M")
-    rig.ok("vg", "create", "h", disk)
-    rig.ok("lv", "create", "h/a", "--size", "24M")
-    mp = rig.tmp / "exp"
-    mp.mkdir()
-    rig.mounts.append(mp)
+    rig.ok_here("pv", "create", disk, "--size", "64M")
+    rig.ok_here("vg", "create", "h", disk)
+    rig.ok_here("lv", "create", "h/a", "--size", "24M")
+    mp = rig.mountpoint("exp")
     proc = subprocess.Popen([sys.executable, "-m", "traxfs.tools.cli", "--home", str(rig.home), "lv", "expose",
                              "h/a", str(mp)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    rig.pids.append(proc.pid)
+    rig.pids.add(proc.pid)
     try:
         line = proc.stdout.readline()
         assert "exposed as" in line, proc.stderr.read() if proc.poll() is not None else line
@@ -207,7 +164,7 @@ def test_an_exposed_volume_is_never_written(rig: Rig) -> None:
         rig.refused("vg", "remove", "h", "--force", needles=(f"volume group h: in use by {cmd}",))
         rig.refused("pv", "create", disk, "--force", needles=(f"{disk}: in use by {cmd}", "even with --force"))
         rig.refused("mkfs", disk, "--force", needles=(f"{disk}: in use by {cmd}",))
-        rig.ok("lv", "create", "h/b", "--size", "24M")
+        rig.ok_here("lv", "create", "h/b", "--size", "24M")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
