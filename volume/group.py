@@ -682,6 +682,7 @@ class VolumeGroup:
         extents (a filesystem, a label), as lvcreate does: a new volume identifies as empty, so
         a ``mkfs`` of it needs no ``--force``. Nobody else knows the new volume: no lock."""
         olv = OpenLogicalVolume(self.meta, lv, self.devices, clock=self.sim_clock)
+        self.sim_clock = self.sim_clock or olv.clock  # its modelled disks now run on this clock
         try:
             for f in identify(olv, f"{self.meta.name}/{lv.name}"):
                 for off, n in f.regions:
