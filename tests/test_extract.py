@@ -25,7 +25,7 @@ from traxfs.volume.disk.extract import ExtractionError, extract
 from traxfs.volume.disk.geometry import SECTOR, DiskGeometry, DiskSpec
 from traxfs.volume.disk.probe import prober_for
 from traxfs.volume.disk.simulator import SimulatedDisk
-from traxfs.volume.group import VolumeGroup
+from traxfs.volume.group import USE, VolumeGroup
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create
 
@@ -228,8 +228,10 @@ def test_refuses_unlabelled_device(tmp_path: Path, capsys) -> None:
 def test_refuses_group_in_use(sim, capsys) -> None:
     home, path = sim
     assert trax(capsys, home, "vg", "create", "vg0", path)[0] == 0
-    with Registry(home).lock("vg-vg0", "volume group vg0"):  # what a mounted or exposed volume holds
-        refused(capsys, home, path, "in use")
+    assert trax(capsys, home, "lv", "create", "vg0/x", "--size", "4M")[0] == 0
+    with VolumeGroup.open(Registry(home), "vg0", hold=USE) as vg:  # what a mounted or exposed volume holds
+        vg.open_lv("x")
+        refused(capsys, home, path, "volume group vg0: in use by pid")
 
 
 def test_refuses_device_in_use(sim, capsys) -> None:

@@ -361,7 +361,7 @@ def test_mkfs_refuses_an_engine_of_another_use_without_force(rig: Rig) -> None:
     _engine_without_filesystem(rig.image)
     before = sha256(rig.image)
     r = rig.run("mkfs", rig.image)
-    assert r.returncode == 1 and "holds a traxfs engine already" in r.stderr, r.stderr
+    assert r.returncode == 1 and "traxfs filesystem or engine; use --force" in r.stderr, r.stderr
     assert sha256(rig.image) == before
 
 

@@ -14,13 +14,14 @@ from conftest import MiB, head_hash
 
 from traxfs.volume.device import create_image
 from traxfs.volume.errors import (
-    ForeignDeviceError,
+    InUseError,
     MetadataError,
     NoSpaceError,
+    OccupiedError,
     UsageError,
     VolumeError,
 )
-from traxfs.volume.group import VolumeGroup, list_groups
+from traxfs.volume.group import GROUP, USE, VolumeGroup, list_groups
 from traxfs.volume.scan import scan_one
 
 PV_SIZE = 16 * MiB  # 14 extents of 1 MiB after the 2 MiB label + metadata area
@@ -399,9 +400,9 @@ def test_pv_create_refuses_a_labelled_device(registry, make_pvs):
     paths = new_group(registry, make_pvs, n=1)
     (orphan,) = make_pvs(1)
     before = state(registry, paths + [orphan])
-    with pytest.raises(ForeignDeviceError, match="volume group 'vg'"):
+    with pytest.raises(OccupiedError, match="volume group 'vg'.*use --force"):
         pv_create(registry, paths[0])
-    with pytest.raises(ForeignDeviceError, match="no group yet"):
+    with pytest.raises(OccupiedError, match="no group yet.*use --force"):
         pv_create(registry, orphan)
     assert state(registry, paths + [orphan]) == before
 
@@ -426,7 +427,7 @@ def test_group_in_use_by_another_process(registry, make_pvs):
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         before = state(registry, paths)
-        with pytest.raises(VolumeError, match=f"volume group vg is in use \\(locked by pid {proc.pid}\\)"):
+        with pytest.raises(VolumeError, match=f"volume group vg: in use by pid {proc.pid} \\(python"):
             with VolumeGroup.open(registry, "vg"):
                 pass
         assert state(registry, paths) == before
@@ -456,8 +457,74 @@ def test_group_in_use_by_another_thread(registry, make_pvs):
         t.join(20)
         assert not t.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], VolumeError)
-    assert "volume group vg is in use" in str(errors[0]) and str(os.getpid()) in str(errors[0])
+    assert str(errors[0]) == f"volume group vg: in use by pid {os.getpid()} (this process)"
     t = threading.Thread(target=other)  # and free again once closed
     t.start()
     t.join(20)
     assert len(errors) == 1
+
+
+# ----- locks per volume, and commits from an open volume -------------------------------------------
+def test_volumes_are_locked_one_by_one(registry, make_pvs):
+    """A volume open for use (what a mount holds) locks that volume and, shared, its group:
+    other volumes open and change freely, the open one and the whole group do not."""
+    paths = new_group(registry, make_pvs, n=2)
+    with VolumeGroup.open(registry, "vg") as vg:
+        vg.create_lv("a", 2 * MiB)
+        vg.create_lv("b", 2 * MiB)
+    with VolumeGroup.open(registry, "vg", hold=USE) as user:
+        user.open_lv("a").write(0, b"mounted")
+        with VolumeGroup.open(registry, "vg", hold=USE) as other:  # another mount, another volume
+            other.open_lv("b").write(0, b"beside")
+            with pytest.raises(InUseError, match="logical volume vg/a: in use by pid"):
+                other.open_lv("a")
+        with VolumeGroup.open(registry, "vg") as vg:
+            vg.create_lv("c", MiB)
+            vg.rename_lv("b", "b2")
+            vg.remove_lv("c")
+            before = state(registry, paths)
+            for change in (lambda: vg.remove_lv("a"), lambda: vg.extend_lv("a", 4 * MiB),
+                           lambda: vg.rename_lv("a", "z")):
+                with pytest.raises(InUseError, match="logical volume vg/a: in use"):
+                    change()
+            assert state(registry, paths) == before
+        for whole in (lambda vg: vg.remove(force=True), lambda vg: vg.rename("other"), lambda vg: vg.repair()):
+            with VolumeGroup.open(registry, "vg") as vg, pytest.raises(InUseError, match="volume group vg: in use"):
+                whole(vg)
+        with pytest.raises(InUseError, match="volume group vg: in use"):
+            with VolumeGroup.open(registry, "vg", hold=GROUP):
+                pass
+        assert state(registry, paths) == before
+    with VolumeGroup.open(registry, "vg") as vg:  # all free once the user closed
+        assert vg.open_lv("a").read(0, 7) == b"mounted" and vg.open_lv("b2").read(0, 6) == b"beside"
+        vg.rename("renamed")
+
+
+def test_a_commit_from_an_open_volume_keeps_a_change_made_meanwhile(registry, make_pvs):
+    """A process with a volume open commits (here: opening a mirror with a leg's device gone
+    marks the leg stale) after another process committed a new volume: it reads the newest
+    document first, so the new volume stays and the sequence number only grows."""
+    paths = new_group(registry, make_pvs, n=3)
+    with VolumeGroup.open(registry, "vg") as vg:
+        vg.create_lv("m", 2 * MiB, mirror=True, pvs=paths[:2])
+        leg1 = vg.meta.pv(vg.meta.lv("m").legs[1].segments[0].areas[0].pv).path
+    registry.remove(leg1)  # the leg's device is away
+    with VolumeGroup.open(registry, "vg", partial=True, hold=USE) as user:
+        seq = user.meta.seq
+        with VolumeGroup.open(registry, "vg", partial=True) as other:
+            other.create_lv("new", MiB)
+        olv = user.open_lv("m")  # marks leg 1 stale: a commit
+        olv.write(0, b"degraded")
+    meta = list_groups(registry)["vg"]
+    assert meta.seq == seq + 2
+    assert sorted(lv.name for lv in meta.lvs) == ["m", "new"]
+    assert [leg.state for leg in meta.lv("m").legs] == ["in_sync", "stale"]
+
+
+@pytest.mark.timeout(30)
+def test_renaming_a_group_to_its_own_name_is_refused_at_once(registry, make_pvs):
+    paths = new_group(registry, make_pvs, n=1)
+    before = state(registry, paths)
+    with VolumeGroup.open(registry, "vg", hold=GROUP) as vg, pytest.raises(UsageError, match="already named 'vg'"):
+        vg.rename("vg")
+    assert state(registry, paths) == before

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from traxfs.volume.device import BlockDevice, create_image
 from traxfs.volume.errors import StaleDeviceError
-from traxfs.volume.group import VolumeGroup, list_groups
+from traxfs.volume.group import USE, VolumeGroup, list_groups
 from traxfs.volume.scan import pv_create
 
 VG = "loopvg"
@@ -175,3 +176,60 @@ def test_mirror_survives_a_device_that_fails_writes(loop_vg):
                 got[p.buf_offset : p.buf_offset + p.length] = read_at(
                     backing[vg.meta.pv(p.pv).path], p.dev_offset, p.length)
             assert got == shadow, f"leg {leg} differs after resync"
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_leg_is_recorded_after_a_change_made_meanwhile(loop_vg):
+    """The mount's case: a volume open for use (the group's metadata not locked) loses a mirror
+    leg after another process created a volume; recording the failure re-reads the newest
+    document first, so the new volume survives the commit."""
+    registry, backing = loop_vg
+    with VolumeGroup.open(registry, VG, hold=USE) as user:
+        lv = user.meta.lv("mir")
+        failing = user.meta.pv(lv.legs[1].segments[0].areas[0].pv).path
+        olv = user.open_lv("mir")
+        seq = user.meta.seq
+        with VolumeGroup.open(registry, VG) as other:
+            other.create_lv("new", MiB)
+        _setro(failing, True)
+        try:
+            olv.write(0, pattern(4, 70_000))  # leg 1 fails: marked stale in a commit from this open
+        finally:
+            _setro(failing, False)
+        assert olv.readable_legs() == [0]
+    meta = list_groups(registry)[VG]
+    assert meta.seq == seq + 2 and "new" in {v.name for v in meta.lvs}
+    assert [leg.state for leg in meta.lv("mir").legs] == ["in_sync", "stale"]
+
+
+HOLD_EXCL = "import os, sys; os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL); print('held', flush=True); sys.stdin.read()"
+
+
+@pytest.mark.timeout(60)
+def test_mkfs_of_a_block_device_identifies_and_respects_the_kernel(tmp_path, loop_attach, capsys):
+    """mkfs of a loop device carrying a PV label is refused by name; with --force it is still
+    refused while another program holds the device open exclusively (O_EXCL, as the kernel's
+    own users do), and done once it is free."""
+    from traxfs.tools.cli import main
+
+    img = str(tmp_path / "b.img")
+    create_image(img, 32 * MiB).close()
+    dev = loop_attach(img)
+    home = ["--home", str(tmp_path / "home")]
+    assert main([*home, "pv", "create", dev]) == 0
+    before = read_at(img, 0, 2 * MiB)
+    capsys.readouterr()
+    assert main([*home, "mkfs", dev]) == 1
+    assert f"{dev}: unused traxfs physical volume (no group yet); use --force" in capsys.readouterr().err
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_EXCL, dev], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*home, "mkfs", dev, "--force"]) == 1
+        assert f"{dev}: in use by the kernel" in capsys.readouterr().err
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    assert read_at(img, 0, 2 * MiB) == before
+    assert main([*home, "mkfs", dev, "--force"]) == 0
+    assert main([*home, "fsck", dev]) == 0

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what traxfs needs on a fresh Debian machine, idempotently: the Debian packages (FUSE 3,
-# its headers, pkg-config, fio, and a Java runtime for Spark when no java is on PATH) and a
+# its headers, pkg-config, fio, util-linux for wipefs, and a Java runtime for Spark when no java is on PATH) and a
 # virtual environment in .venv with traxfs and its test tools.
 # Sourced by tools/main.sh and tools/test.sh; safe to rerun (it skips what is already there).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-DEBS=(fuse3 libfuse3-dev pkg-config fio)
+DEBS=(fuse3 libfuse3-dev pkg-config fio util-linux)
 missing=()
 for d in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q "install ok installed" || missing+=("$d")

@@ -8,6 +8,7 @@ was changed (the message says why and names the device or object); 2 bad command
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -18,10 +19,11 @@ from traxfs.tools.sizes import format_size, parse_size
 from traxfs.volume.disk.geometry import SECTOR
 from traxfs.volume.disk.profiles import PROFILES, profile, scaled
 from traxfs.volume.errors import UsageError, VolumeError
-from traxfs.volume.group import DEFAULT_EXTENT, VolumeGroup, list_groups
+from traxfs.volume.group import DEFAULT_EXTENT, GROUP, READ, USE, VolumeGroup, list_groups, survey
 from traxfs.volume.label import erase_label
 from traxfs.volume.layout.params import dimensions, max_depth
-from traxfs.volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta, check_name
+from traxfs.volume.locks import WRITE_HINT, device_lock
+from traxfs.volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create, scan, scan_one
 
@@ -112,7 +114,7 @@ def cmd_pv_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     elif a.cylinders_per_zone is not None:
         raise UsageError("--cylinders-per-zone applies to simulated disks (--model)")
     for path in a.devices:
-        label = pv_create(reg, path, size=a.size, unit=a.unit, model=model)
+        label = pv_create(reg, path, size=a.size, unit=a.unit, model=model, force=a.force)
         kind = f" on a simulated {model.name} disk" if model else ""
         out.message(f"{path}: physical volume {label.pv_uuid} created{kind}")
 
@@ -140,15 +142,20 @@ def cmd_pv_list(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 def cmd_pv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    sd = scan_one(a.device)
-    try:
-        if sd.label is None:
-            raise UsageError(sd.error or f"{a.device}: not a traxfs physical volume")
-        if not sd.orphan:
-            raise UsageError(f"{a.device}: belongs to volume group {sd.vg_name!r}; remove it from the group first")
-        erase_label(sd.device, sd.label)
-    finally:
-        sd.close()
+    with contextlib.ExitStack() as stack:
+        if os.path.exists(a.device):
+            stack.enter_context(device_lock(a.device, exclusive=True, hint=WRITE_HINT))
+        sd = scan_one(a.device)
+        try:
+            if sd.label is None:
+                raise UsageError(sd.error or f"{a.device}: not a traxfs physical volume")
+            if not sd.orphan:
+                raise UsageError(f"{a.device}: belongs to volume group {sd.vg_name!r}; a device cannot be taken "
+                                 f"out of a group: 'trax vg remove {sd.vg_name}' (its volumes removed first) "
+                                 "leaves all its devices unused")
+            erase_label(sd.device, sd.label)
+        finally:
+            sd.close()
     reg.remove(a.device)
     out.message(f"{a.device}: label removed")
 
@@ -161,20 +168,24 @@ def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 # ----- vg -------------------------------------------------------------------------------------
 def cmd_vg_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    VolumeGroup.create(reg, a.name, a.devices, extent_size=a.extent_size)
+    VolumeGroup.create(reg, a.name, a.devices, extent_size=a.extent_size, force=a.force)
     out.message(f"volume group {a.name} created on {len(a.devices)} device(s)")
 
 
+def _group_state(doc: dict) -> str:
+    problems = [f"missing {p}" for p in doc["missing"]] + [f"stale {p}" for p in doc["stale"]]
+    return doc["state"] + (f" ({'; '.join(problems)})" if problems else "")
+
+
 def cmd_vg_list(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    groups = list_groups(reg)
-    docs = [_vg_doc(g) for g in groups.values()]
-    rows = [[d["name"], str(len(d["devices"])), str(len(d["lvs"])), format_size(d["size"]), format_size(d["free"])]
-            for d in docs]
-    out.emit(docs, lambda: _table(rows, ["VG", "DEVICES", "LVS", "SIZE", "FREE"]))
+    docs = [{**_vg_doc(g.meta), "state": g.state, "missing": g.missing, "stale": g.stale} for g in survey(reg)]
+    rows = [[d["name"], str(len(d["devices"])), str(len(d["lvs"])), format_size(d["size"]), format_size(d["free"]),
+             _group_state(d)] for d in docs]
+    out.emit(docs, lambda: _table(rows, ["VG", "DEVICES", "LVS", "SIZE", "FREE", "STATE"]))
 
 
 def cmd_vg_show(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    with VolumeGroup.open(reg, a.name, partial=True, repair=True, lock=False) as vg:
+    with VolumeGroup.open(reg, a.name, partial=True, repair=True, hold=READ) as vg:
         doc = _vg_doc(vg.meta)
         doc["warnings"] = vg.warnings
         doc["missing"] = [p.path for p in vg.meta.pvs if vg.devices.get(p.uuid) is None]
@@ -194,33 +205,32 @@ def cmd_vg_show(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 def cmd_vg_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    with VolumeGroup.open(reg, a.name) as vg:
-        vg.extend(a.devices)
+    with VolumeGroup.open(reg, a.name, hold=GROUP) as vg:
+        vg.extend(a.devices, force=a.force)
     out.message(f"volume group {a.name} extended by {len(a.devices)} device(s)")
 
 
 def cmd_vg_rename(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    check_name("volume group", a.new_name)  # before it names a lock file
-    with VolumeGroup.open(reg, a.name) as vg, reg.lock(f"vg-{a.new_name}", f"volume group {a.new_name}"):
+    with VolumeGroup.open(reg, a.name, hold=GROUP) as vg:
         vg.rename(a.new_name)
     out.message(f"volume group {a.name} renamed to {a.new_name}")
 
 
 def cmd_vg_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    with VolumeGroup.open(reg, a.name) as vg:
+    with VolumeGroup.open(reg, a.name, hold=GROUP) as vg:
         vg.remove(force=a.force)
     out.message(f"volume group {a.name} removed; its devices are unused physical volumes again")
 
 
 def cmd_vg_repair(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    with VolumeGroup.open(reg, a.name, partial=True, repair=True) as vg:
+    with VolumeGroup.open(reg, a.name, partial=True, repair=True, hold=GROUP) as vg:
         fixed = vg.repair()
     out.emit({"repaired": fixed}, lambda: "\n".join(f"repaired: {f}" for f in fixed) or "nothing to repair")
 
 
 def cmd_vg_replace(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    with VolumeGroup.open(reg, a.name, partial=True) as vg:
-        stale = vg.replace_pv(a.old, a.new)
+    with VolumeGroup.open(reg, a.name, partial=True, hold=GROUP) as vg:
+        stale = vg.replace_pv(a.old, a.new, force=a.force)
     out.message(f"{a.new} replaces {a.old} in {a.name}; resync: {', '.join(stale) or 'nothing'}")
 
 
@@ -254,7 +264,7 @@ def cmd_lv_list(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 def cmd_lv_show(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
-    with VolumeGroup.open(reg, vg_name, partial=True, repair=True, lock=False) as vg:
+    with VolumeGroup.open(reg, vg_name, partial=True, repair=True, hold=READ) as vg:
         doc = _lv_doc(vg.meta, vg.meta.lv(lv_name))
 
     def text() -> str:
@@ -306,7 +316,7 @@ def cmd_lv_resync(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     from tqdm import tqdm
 
     vg_name, lv_name = a.target
-    with VolumeGroup.open(reg, vg_name, partial=True) as vg:
+    with VolumeGroup.open(reg, vg_name, partial=True, hold=USE) as vg:  # metadata locked only to commit
         bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, desc="resync",
                    disable=out.as_json or not sys.stderr.isatty())
 
@@ -324,7 +334,7 @@ def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     from traxfs.tools.expose import serve
 
     vg_name, lv_name = a.target
-    with VolumeGroup.open(reg, vg_name, partial=a.partial) as vg:
+    with VolumeGroup.open(reg, vg_name, partial=a.partial, hold=USE) as vg:
         for w in vg.warnings:
             print(f"warning: {w}", file=sys.stderr)
         lv = vg.open_lv(lv_name)
@@ -363,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(data in a sparse image, timing from the disk model)")
     q.add_argument("--cylinders-per-zone", type=int, metavar="K",
                    help="with --model: a smaller disk of the same model, K cylinders in every zone")
+    q.add_argument("--force", action="store_true", help="label devices that hold something (a filesystem, a "
+                   "traxfs label, another signature), destroying it; never a device in use")
     sub(pv, "list", cmd_pv_list, "list the registered devices and what they hold")
     q = sub(pv, "remove", cmd_pv_remove, "erase an unused physical volume's label")
     q.add_argument("device")
@@ -377,12 +389,16 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("name")
     q.add_argument("devices", nargs="+", metavar="DEVICE")
     q.add_argument("--extent-size", type=_size, default=DEFAULT_EXTENT, help="physical extent size (default 4M)")
+    q.add_argument("--force", action="store_true", help="label devices that hold a filesystem or another "
+                   "signature, destroying it; never a device in use or of another group")
     sub(vg, "list", cmd_vg_list, "list volume groups")
     q = sub(vg, "show", cmd_vg_show, "show a volume group, its devices and their state")
     q.add_argument("name")
     q = sub(vg, "extend", cmd_vg_extend, "add devices to a volume group")
     q.add_argument("name")
     q.add_argument("devices", nargs="+", metavar="DEVICE")
+    q.add_argument("--force", action="store_true", help="label devices that hold a filesystem or another "
+                   "signature, destroying it; never a device in use or of another group")
     q = sub(vg, "rename", cmd_vg_rename, "rename a volume group")
     q.add_argument("name")
     q.add_argument("new_name")
@@ -395,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("name")
     q.add_argument("old", help="the missing device: its last path or its PV uuid")
     q.add_argument("new", help="the replacement device or image file (labelled if needed)")
+    q.add_argument("--force", action="store_true", help="label devices that hold a filesystem or another "
+                   "signature, destroying it; never a device in use or of another group")
 
     lv = top.add_parser("lv", help="logical volumes (trax-lv(8))").add_subparsers(dest="action", required=True,
                                                                                  metavar="ACTION")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from traxfs.tools.sizes import format_size
 from traxfs.volume.errors import VolumeError
-from traxfs.volume.group import VolumeGroup
+from traxfs.volume.group import READ, VolumeGroup
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create
 
@@ -162,7 +162,7 @@ def _volume_demo(reg: Registry, home: Path, lv_size: int, as_json: bool) -> list
         for name, layout, opts in VOLUMES:
             vg.create_lv(name, lv_size, layout, **opts)
     for name, layout, _opts in VOLUMES:
-        with VolumeGroup.open(reg, "demo", lock=False) as vg:
+        with VolumeGroup.open(reg, "demo", hold=READ) as vg:
             lv = vg.meta.lv(name)
             olv = vg.open_lv(name)
             entry = {"name": name, "layout": layout + ("+mirror" if lv.mirrored else ""),

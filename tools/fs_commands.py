@@ -26,8 +26,10 @@ from traxfs.fs.errors import FsError, NotTraxfs
 from traxfs.tools.fs_target import open_target
 from traxfs.tools.sizes import format_size
 from traxfs.volume.errors import UsageError, VolumeError
+from traxfs.volume.locks import WRITE_HINT
 from traxfs.volume.overlay import OverlayDevice
 from traxfs.volume.registry import Registry
+from traxfs.volume.signature import PV_KIND, describe, identify, refuse_unless_forced, wipe_leftovers
 
 FS_ERRORS = (FsError, NotTraxfs, SuperblockError)
 
@@ -46,9 +48,10 @@ def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
 
     created = a.size is not None and not os.path.exists(a.target)
     try:
-        with open_target(reg, a.target, create_size=a.size if created else None) as (dev, info):
-            if not a.force:
-                _refuse_existing(dev, a.target)
+        with open_target(reg, a.target, create_size=a.size if created else None, hint=WRITE_HINT) as (dev, info):
+            path = None if info["kind"] == "logical volume" else info["target"]
+            found = [] if created else identify(dev, a.target, path)
+            refuse_unless_forced(a.target, found, a.force)  # nothing is written before this
             if a.size is not None and not created and dev.size < a.size and hasattr(dev, "fd"):
                 os.ftruncate(dev.fd, a.size)  # grow the existing image only once formatting is decided
                 dev.size = info["size"] = a.size
@@ -56,23 +59,17 @@ def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
                 uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "")
             except ValueError as e:
                 raise UsageError(f"{a.target}: {e}") from None
+            if found:
+                wipe_leftovers(dev, a.target, path)
+                dev.flush()
+                if path is not None and any(f.kind == PV_KIND for f in found):
+                    reg.remove(path)  # a filesystem now, no longer a physical volume to scan
     except BaseException:
         if created:
             Path(a.target).unlink(missing_ok=True)  # a failed mkfs leaves no new image behind
         raise
     out.emit({"uuid": uid, **info}, lambda: f"{a.target}: traxfs created ({format_size(info['size'])}, "
-             f"uuid {uid})")
-
-
-def _refuse_existing(dev, target: str) -> None:
-    """mkfs over an existing traxfs (or engine) needs --force: it destroys everything."""
-    from traxfs.fs.engine.superblock import read_superblock
-
-    try:
-        read_superblock(dev, target)
-    except Exception:  # noqa: BLE001  (nothing readable there: free to format)
-        return
-    raise UsageError(f"{target}: holds a traxfs engine already; use --force to destroy it and format anew")
+             f"uuid {uid})" + (f"; it held: {describe(found)}" if found else ""))
 
 
 def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
@@ -203,7 +200,8 @@ def add_parsers(top, sub, size_type) -> None:
     q.add_argument("--log-size", type=size_type, help="engine log region (default: 1/16 of the volume, "
                    "16M..256M)")
     q.add_argument("--label", help="a label of up to 32 bytes")
-    q.add_argument("--force", action="store_true", help="format over an existing filesystem")
+    q.add_argument("--force", action="store_true", help="format over what is there (a filesystem, a physical "
+                   "volume, another signature); never over a device in use")
     q = sub(top, "mount", cmd_mount, "mount a traxfs filesystem through FUSE (trax-mount(8))")
     q.add_argument("target", metavar="VG/LV|DEVICE")
     q.add_argument("mountpoint")

@@ -326,10 +326,15 @@ def open_device(path: str) -> Device:
     raise DeviceError(f"{path}: neither a block device nor a regular file")
 
 
-def create_image(path: str, size: int) -> ImageFileDevice:
-    """Create (or grow) a sparse image file of ``size`` bytes and open it."""
+def check_image_size(path: str, size: int) -> None:
+    """Refuse an image size no device of ours can have."""
     if size < 4 * 1024 * 1024:
         raise DeviceError(f"{path}: an image must be at least 4 MiB (asked for {size} bytes)")
     if size % SECTOR:
         raise DeviceError(f"{path}: image size {size} is not a multiple of {SECTOR}")
+
+
+def create_image(path: str, size: int) -> ImageFileDevice:
+    """Create (or grow) a sparse image file of ``size`` bytes and open it."""
+    check_image_size(path, size)
     return ImageFileDevice(path, size=size, create=True)

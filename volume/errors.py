@@ -39,3 +39,13 @@ class UsageError(VolumeError):
 
 class NoSpaceError(VolumeError):
     """Not enough free extents in the volume group for the request."""
+
+
+class OccupiedError(VolumeError):
+    """A device (or logical volume) holds something the request would destroy — a traxfs
+    filesystem, a physical volume label, another known signature; ``--force`` overrides."""
+
+
+class InUseError(VolumeError):
+    """A device, logical volume or volume group is in use by another process (or open here);
+    no option overrides it."""

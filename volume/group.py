@@ -8,14 +8,37 @@ Opening a group picks the newest intact copy across its devices and then checks 
 document lists: a missing device, a device with an older sequence number (stale: it missed a
 commit) or a device whose copies are all damaged is refused with an error naming it, unless the
 caller asked for ``partial`` (run without missing devices) or ``repair`` (rewrite the copies).
+
+Locks (flock, see :mod:`traxfs.volume.locks`; all but the device locks are files in
+``$TRAX_HOME/locks`` named by the group's and volumes' uuids, so a rename cannot dodge them):
+
+* the **metadata lock** of a group, exclusive, is held by whoever reads the document to change
+  it, until the change is committed: a command for its whole (short) run; a process that keeps
+  a volume open only while it commits (a mirror leg that failed), re-reading the newest
+  document first, so it never writes over a change committed meanwhile;
+* the **use lock** of a group is shared by every process that has one of its logical volumes
+  open (``mount``, ``lv expose``, ``fsck``, ``mkfs`` of ``VG/LV``) and taken exclusively by
+  changes to the whole group (``vg extend``, ``rename``, ``remove``, ``repair``, ``replace``):
+  those wait for no volume of the group to be open anywhere;
+* each **logical volume's lock**, exclusive, is held by the process that has it open and by
+  commands that change it (``lv extend``, ``rename``, ``remove``, ``resync``): two volumes of one
+  group can be mounted at once, and a new volume can be created beside a mounted one;
+* every process with the group open holds a **shared lock on each of its devices**, so no
+  whole-device writer (``mkfs``, ``pv create``, … each takes the device's lock exclusively) can
+  write one of them meanwhile, whatever its ``--force``.
+
+Locks that are held for long (use, volume, device) are refused at once, naming the holder; the
+metadata lock, held only for moments, is waited for (up to ``META_WAIT`` seconds).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from traxfs.volume.device import Device
 from traxfs.volume.disk.clock import SimClock
@@ -30,8 +53,9 @@ from traxfs.volume.errors import (
 )
 from traxfs.volume.label import DATA_OFFSET, Label, write_label
 from traxfs.volume.layout.planner import allocate, allocate_tracks, replacement_holds, stripe_plan, zoned_plan
+from traxfs.volume.locks import WRITE_HINT, HeldLock, device_lock
 from traxfs.volume.logical import OpenLogicalVolume
-from traxfs.volume.metadata_area import clear_slots, write_slots
+from traxfs.volume.metadata_area import ORPHAN_FORMAT, clear_slots, newest, read_slots, write_slots
 from traxfs.volume.model import (
     Geometry,
     Leg,
@@ -41,14 +65,79 @@ from traxfs.volume.model import (
     check_name,
 )
 from traxfs.volume.registry import Registry
-from traxfs.volume.scan import ScannedDevice, pv_create, scan, scan_one
+from traxfs.volume.scan import ScannedDevice, label_device, scan, scan_one
+from traxfs.volume.signature import PV_KIND, identify, refuse_unless_forced, wipe_leftovers
 
 DEFAULT_EXTENT = 4 * 1024 * 1024
 RESYNC_CHUNK = 4 * 1024 * 1024
+META_WAIT = 3.0  # seconds to wait for another command's metadata change to finish
+LEG_FAILURE_WAIT = 60.0  # a mounted volume recording a failed mirror leg waits longer: I/O waits on it
+
+# What an open holds for its whole life (see the module docstring).
+READ = "read"  # nothing: a look at the document (a commit still takes the metadata lock)
+CHANGE = "change"  # the metadata lock: a command that changes the group or its volumes
+GROUP = "group"  # the use lock exclusively too: a change to the whole group
+USE = "use"  # the use lock shared: a process keeping volumes open (locks each volume it opens)
+HOLDS = (READ, CHANGE, GROUP, USE)
 
 
-def list_groups(registry: Registry) -> dict[str, VolumeGroupMeta]:
-    """Every group found on the registered devices, by name, from its newest intact copy."""
+def _meta_key(vg_uuid: str) -> str:
+    return f"vg-{vg_uuid}.meta"
+
+
+def _use_key(vg_uuid: str) -> str:
+    return f"vg-{vg_uuid}.use"
+
+
+def _lv_key(vg_uuid: str, lv_uuid: str) -> str:
+    return f"lv-{vg_uuid}-{lv_uuid}"
+
+
+def _name_key(name: str) -> str:
+    return f"vg-name-{name}"
+
+
+def _by_pv(scanned: list[ScannedDevice]) -> dict[str, list[ScannedDevice]]:
+    """Labelled devices by PV uuid (more than one: cloned devices)."""
+    out: dict[str, list[ScannedDevice]] = {}
+    for sd in scanned:
+        if sd.label is not None:
+            out.setdefault(sd.label.pv_uuid, []).append(sd)
+    return out
+
+
+def _pv_state(meta: VolumeGroupMeta, pv: PhysicalVolume, sd: ScannedDevice | None) -> tuple[str, str]:
+    """How a device the document lists stands: ``ok``, ``missing``, ``damaged`` (no intact
+    copy), ``foreign`` (another group's metadata) or ``stale`` (an older copy), and why."""
+    if sd is None:
+        return "missing", f"{pv.path} (PV {pv.uuid})"
+    copy = sd.copy
+    if copy is None:
+        return "damaged", f"{sd.path}: every metadata copy is damaged ({'; '.join(sd.problems)})"
+    if copy.doc.get("uuid") != meta.uuid:
+        return "foreign", (f"{sd.path}: listed as PV {pv.uuid} of {meta.name!r} but its metadata belongs to "
+                           f"group {copy.doc.get('name')!r}")
+    if copy.seq < meta.seq:
+        return "stale", f"{sd.path}: stale metadata (sequence {copy.seq}, the group is at {meta.seq})"
+    return "ok", ""
+
+
+@dataclass
+class GroupSummary:
+    """A group as ``vg list`` shows it: its newest document and the devices it lacks."""
+
+    meta: VolumeGroupMeta
+    missing: list[str]  # listed devices not found
+    stale: list[str]  # found with an older or damaged copy: 'trax vg repair' rewrites them
+
+    @property
+    def state(self) -> str:
+        return "degraded" if self.missing or self.stale else "ok"
+
+
+def survey(registry: Registry) -> list[GroupSummary]:
+    """Every group found on the registered devices, from its newest intact copy, with what it
+    lacks; nothing is locked or written."""
     found: dict[str, VolumeGroupMeta] = {}
     scanned = scan(registry)
     try:
@@ -58,14 +147,25 @@ def list_groups(registry: Registry) -> dict[str, VolumeGroupMeta]:
             meta = VolumeGroupMeta.from_doc(sd.copy.doc, sd.path)
             if meta.name not in found or found[meta.name].seq < meta.seq:
                 found[meta.name] = meta
+        by_pv = _by_pv(scanned)
+        out = []
+        for meta in found.values():
+            states = [(_pv_state(meta, pv, by_pv.get(pv.uuid, [None])[0]), pv) for pv in meta.pvs]
+            out.append(GroupSummary(meta, [pv.path for (st, _), pv in states if st == "missing"],
+                                    [pv.path for (st, _), pv in states if st in ("stale", "damaged", "foreign")]))
+        return out
     finally:
         for sd in scanned:
             sd.close()
-    return found
+
+
+def list_groups(registry: Registry) -> dict[str, VolumeGroupMeta]:
+    """Every group found on the registered devices, by name, from its newest intact copy."""
+    return {g.meta.name: g.meta for g in survey(registry)}
 
 
 class VolumeGroup:
-    """An open volume group holding its devices (and, for changes, its lock)."""
+    """An open volume group holding its devices and the locks its ``hold`` asks for."""
 
     def __init__(self, registry: Registry, meta: VolumeGroupMeta, scanned: list[ScannedDevice],
                  devices: dict[str, Device | None], stale: list[str], warnings: list[str]):
@@ -77,20 +177,80 @@ class VolumeGroup:
         self.warnings = warnings
         self._open_lvs: list[OpenLogicalVolume] = []
         self.sim_clock: SimClock | None = None  # shared by the modelled disks of every open volume
+        self.hold = READ
+        self._locks = contextlib.ExitStack()  # released at close: use, device and volume locks
+        self._meta_lock: HeldLock | None = None  # held from open to close (CHANGE, GROUP)
+        self._meta_depth = 0  # > 0 inside _changing()
+        self._use_exclusive = False
+        self._locked_lvs: set[str] = set()  # uuids of the volumes whose locks this open holds
+        self._mutex = threading.RLock()  # one change at a time (a failed leg commits from an I/O thread)
 
     # ----- opening ------------------------------------------------------------------------------
     @classmethod
     @contextlib.contextmanager
     def open(cls, registry: Registry, name: str, *, partial: bool = False, repair: bool = False,
-             lock: bool = True) -> Iterator[VolumeGroup]:
+             hold: str = CHANGE) -> Iterator[VolumeGroup]:
+        """Open ``name`` holding what ``hold`` says (READ, CHANGE, GROUP or USE; see the module
+        docstring) until the ``with`` block ends."""
         check_name("volume group", name)
-        ctx = registry.lock(f"vg-{name}", f"volume group {name}") if lock else contextlib.nullcontext()
-        with ctx:
-            vg = cls._load(registry, name, partial=partial, repair=repair)
+        if hold not in HOLDS:
+            raise ValueError(f"hold must be one of {HOLDS}, not {hold!r}")
+        vg = cls._load(registry, name, partial=partial, repair=repair) if hold == READ else \
+            cls._load_held(registry, name, partial=partial, repair=repair, hold=hold)
+        try:
+            yield vg
+        finally:
+            vg.close()
+
+    @classmethod
+    def _load_held(cls, registry: Registry, name: str, *, partial: bool, repair: bool, hold: str) -> VolumeGroup:
+        """Lock (by the group's uuid, found by a first look), then read the group under the
+        metadata lock and take a shared lock on each of its present devices."""
+        vg_uuid = cls._uuid_of(registry, name)
+        what = f"volume group {name}"
+        locks = contextlib.ExitStack()
+        try:
+            if hold in (GROUP, USE):
+                locks.callback(registry.take_lock(_use_key(vg_uuid), what, shared=hold == USE).release)
+            meta_lock = registry.take_lock(_meta_key(vg_uuid), what, wait=META_WAIT)
             try:
-                yield vg
-            finally:
-                vg.close()
+                vg = cls._load(registry, name, partial=partial, repair=repair)
+                try:
+                    if vg.meta.uuid != vg_uuid:
+                        raise MetadataError(f"volume group {name} was renamed or replaced while it was opened; "
+                                            "try again")
+                    for pv in vg.meta.pvs:
+                        dev = vg.devices.get(pv.uuid)
+                        if dev is not None:
+                            locks.callback(device_lock(dev.path, exclusive=False).release)
+                except BaseException:
+                    vg.close()
+                    raise
+            except BaseException:
+                meta_lock.release()
+                raise
+        except BaseException:
+            locks.close()
+            raise
+        vg.hold, vg._locks, vg._use_exclusive = hold, locks, hold == GROUP
+        if hold == USE:
+            meta_lock.release()  # taken again for each commit
+        else:
+            vg._meta_lock = meta_lock
+        return vg
+
+    @classmethod
+    def _uuid_of(cls, registry: Registry, name: str) -> str:
+        scanned = scan(registry)
+        try:
+            uuids = {sd.vg_uuid for sd in scanned if sd.vg_name == name}
+            if len(uuids) != 1:  # none, or two groups of one name: the full check says which
+                cls._assemble(registry, name, scanned, partial=True, repair=True)
+                raise MetadataError(f"no single volume group named {name!r}")
+            return uuids.pop()
+        finally:
+            for sd in scanned:
+                sd.close()
 
     @classmethod
     def _load(cls, registry: Registry, name: str, *, partial: bool, repair: bool) -> VolumeGroup:
@@ -115,48 +275,39 @@ class VolumeGroup:
             raise MetadataError(f"two different volume groups are named {name!r}: {', '.join(sorted(uuids))}")
         best = max(members, key=lambda sd: sd.copy.seq)
         meta = VolumeGroupMeta.from_doc(best.copy.doc, best.path)
-        by_pv: dict[str, ScannedDevice] = {}
-        for sd in scanned:
-            if sd.label is None:
-                continue
-            twin = by_pv.setdefault(sd.label.pv_uuid, sd)
-            if twin is not sd and sd.label.pv_uuid in {p.uuid for p in meta.pvs}:
-                raise MetadataError(f"{twin.path} and {sd.path} carry the same PV {sd.label.pv_uuid} "
-                                    "(a cloned device?); unregister one of them")
+        by_pv = _by_pv(scanned)
+        for pv in meta.pvs:
+            twins = by_pv.get(pv.uuid, [])
+            if len(twins) > 1:
+                raise MetadataError(
+                    f"{twins[0].path} and {twins[1].path} carry the same PV {pv.uuid} (a cloned device?); "
+                    f"remove the copy's line from {registry.devices_file}, or give the copy an identity of "
+                    f"its own with 'trax pv create --force {twins[1].path}' (which destroys what it holds)")
         devices: dict[str, Device | None] = {}
         stale: list[str] = []
         warnings: list[str] = []
         missing: list[str] = []
         for pv in meta.pvs:
-            sd = by_pv.get(pv.uuid)
-            if sd is None:
+            sd = by_pv.get(pv.uuid, [None])[0]
+            state, problem = _pv_state(meta, pv, sd)
+            if state == "missing":
                 devices[pv.uuid] = None
                 unreadable = [s.error for s in scanned if s.label is None and s.error
                               and os.path.realpath(s.path) == os.path.realpath(pv.path)]
-                missing.append(f"{pv.path} (PV {pv.uuid}{''.join(f': {e}' for e in unreadable)})")
+                missing.append(problem[:-1] + "".join(f": {e}" for e in unreadable) + ")")
                 continue
             devices[pv.uuid] = sd.device
-            copy = sd.copy
-            if copy is None:
-                stale.append(pv.uuid)
-                problem = f"{sd.path}: every metadata copy is damaged ({'; '.join(sd.problems)})"
-            elif copy.doc.get("uuid") != meta.uuid:
-                raise ForeignDeviceError(
-                    f"{sd.path}: listed as PV {pv.uuid} of {name!r} but its metadata belongs to "
-                    f"group {copy.doc.get('name')!r}"
-                )
-            elif copy.seq < meta.seq:
-                stale.append(pv.uuid)
-                problem = f"{sd.path}: stale metadata (sequence {copy.seq}, the group is at {meta.seq})"
-            else:
+            if state == "foreign":
+                raise ForeignDeviceError(problem)
+            pv.path = sd.path
+            if state == "ok":
                 warnings.extend(sd.problems)
                 warnings.extend(sd.label_problems)
-                pv.path = sd.path
                 continue
+            stale.append(pv.uuid)
             if not repair:
                 raise StaleDeviceError(f"{problem}; run 'trax vg repair {name}' to rewrite it")
             warnings.append(problem)
-            pv.path = sd.path
         if missing and not partial:
             raise MissingDeviceError(
                 f"volume group {name}: missing device(s) {', '.join(missing)}; "
@@ -171,6 +322,81 @@ class VolumeGroup:
         self._open_lvs.clear()
         for sd in self._scanned:
             sd.close()
+        self._locks.close()  # after the devices are closed: everything written is flushed
+        self._locked_lvs.clear()
+        if self._meta_lock is not None:
+            self._meta_lock.release()
+            self._meta_lock = None
+
+    # ----- locks --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _changing(self, wait: float = META_WAIT) -> Iterator[None]:
+        """One read-modify-commit under the group's metadata lock: taken here (waiting up to
+        ``wait`` s) when this open does not hold it throughout, and then the newest document is
+        read first (:meth:`_refresh`), so a change committed meanwhile by another process is
+        kept, never overwritten."""
+        with self._mutex:
+            if self._meta_lock is not None or self._meta_depth:
+                self._meta_depth += 1
+                try:
+                    yield
+                finally:
+                    self._meta_depth -= 1
+                return
+            lock = self.registry.take_lock(_meta_key(self.meta.uuid), f"volume group {self.meta.name}", wait=wait)
+            self._meta_depth += 1
+            try:
+                self._refresh()
+                yield
+            finally:
+                self._meta_depth -= 1
+                lock.release()
+
+    def _refresh(self) -> None:
+        """Adopt the newest document on the group's devices if it is newer than ours. The
+        volumes this open holds locked keep their in-memory objects (nobody else may change
+        them), so volumes open here keep mapping through them; a device that cannot be read is
+        skipped (it is failing, and will be named stale)."""
+        best = None
+        for pv in self.meta.pvs:
+            dev = self.devices.get(pv.uuid)
+            if dev is None:
+                continue
+            try:
+                copy = newest(read_slots(dev, self._label(pv.uuid)))
+            except (OSError, DeviceError):
+                continue
+            if copy is not None and copy.doc.get("uuid") == self.meta.uuid and (best is None or copy.seq > best.seq):
+                best = copy
+        if best is None or best.seq <= self.meta.seq:
+            return
+        fresh = VolumeGroupMeta.from_doc(best.doc, f"volume group {self.meta.name}")
+        if {p.uuid for p in fresh.pvs} != {p.uuid for p in self.meta.pvs}:
+            raise MetadataError(f"volume group {self.meta.name}: its devices changed while it was open here; "
+                                "nothing written (close it and open it again)")
+        for p in fresh.pvs:
+            p.path = self.meta.pv(p.uuid).path
+        mine = {lv.uuid: lv for lv in self.meta.lvs if lv.uuid in self._locked_lvs}
+        fresh.lvs = [mine.pop(lv.uuid, lv) for lv in fresh.lvs]
+        if mine:
+            raise MetadataError(f"volume group {self.meta.name}: logical volume(s) {', '.join(v.name for v in mine.values())} "
+                                "open here were removed by another process; nothing written")
+        self.meta = fresh
+
+    def _lock_lv(self, lv: LogicalVolume) -> None:
+        """Hold ``lv``'s lock until this open closes (it is open for I/O here, or changed)."""
+        if lv.uuid not in self._locked_lvs:
+            key, what = _lv_key(self.meta.uuid, lv.uuid), f"logical volume {self.meta.name}/{lv.name}"
+            self._locks.callback(self.registry.take_lock(key, what).release)
+            self._locked_lvs.add(lv.uuid)
+
+    def _whole_group(self) -> None:
+        """A change to the whole group (its name, devices, existence) needs no volume of it open
+        anywhere: hold the group's use lock exclusively until this open closes."""
+        if not self._use_exclusive:
+            what = f"volume group {self.meta.name}"
+            self._locks.callback(self.registry.take_lock(_use_key(self.meta.uuid), what).release)
+            self._use_exclusive = True
 
     # ----- committing ---------------------------------------------------------------------------
     def _label(self, pv_uuid: str) -> Label:
@@ -182,9 +408,12 @@ class VolumeGroup:
     def commit(self, tolerate_failed_devices: bool = False) -> None:
         """Write the document, next sequence number, to both copies on every present device.
 
+        Only under the metadata lock (inside :meth:`_changing`, or an open that holds it).
         With ``tolerate_failed_devices`` (recording a failed mirror leg, whose device may refuse
         the metadata write too), a device that fails is skipped — it is left with an older
         sequence number, so the next open names it as stale — as long as one device took it."""
+        if self._meta_lock is None and not self._meta_depth:
+            raise RuntimeError(f"volume group {self.meta.name}: commit outside the metadata lock")
         self.meta.seq += 1
         self.meta.validate()
         doc = self.meta.to_doc()
@@ -209,19 +438,25 @@ class VolumeGroup:
     def repair(self) -> list[str]:
         """Rewrite every present device's metadata copies from the newest, and both label copies
         of any device whose label is damaged; return what was repaired."""
-        fixed = [self.meta.pv(u).path for u in self.stale] + [w for w in self.warnings if "copy" in w]
-        for sd in self._scanned:
-            if sd.label is not None and sd.label_problems and sd.label.pv_uuid in self.devices:
-                write_label(sd.device, sd.label)
-                sd.label_problems = []
-        self.commit()
+        self._whole_group()
+        with self._changing():
+            fixed = [self.meta.pv(u).path for u in self.stale] + [w for w in self.warnings if "copy" in w]
+            for sd in self._scanned:
+                if sd.label is not None and sd.label_problems and sd.label.pv_uuid in self.devices:
+                    write_label(sd.device, sd.label)
+                    sd.label_problems = []
+            self.commit()
         return fixed
 
     # ----- the group itself ---------------------------------------------------------------------
     @staticmethod
-    def _claim(registry: Registry, paths: list[str], taken: set[str], extent_size: int) -> list[ScannedDevice]:
-        """Scan ``paths`` for use in a group: each must be unlabelled or an orphan PV, and big
-        enough for one extent — all checked before anything is labelled."""
+    def _claim(paths: list[str], taken: set[str], extent_size: int, force: bool,
+               locks: contextlib.ExitStack) -> list[ScannedDevice]:
+        """Lock ``paths`` exclusively (into ``locks``) and scan and identify them for use in a
+        group: each must be unlabelled or an unused physical volume, and big enough for one
+        extent — all checked before anything is labelled. Anything else found on a device (a
+        traxfs filesystem, a foreign signature) is refused by name unless ``force``; a device of
+        another group is refused even then (destroying it is 'trax pv create --force' alone)."""
         out = []
         seen: set[str] = set()
         try:
@@ -229,14 +464,24 @@ class VolumeGroup:
                 if os.path.realpath(path) in seen:  # before anything is labelled (_new_pvs)
                     raise UsageError(f"{path}: given twice")
                 seen.add(os.path.realpath(path))
+                if not os.path.exists(path):
+                    raise DeviceError(f"{path}: no such device or image file")
+                locks.callback(device_lock(path, exclusive=True, hint=WRITE_HINT).release)
                 sd = scan_one(path)
                 out.append(sd)
                 if sd.device is None:
                     raise DeviceError(sd.error or f"{path}: cannot open")
+                sd.findings = identify(sd.device, path, path)
                 if sd.label is not None and not sd.orphan:
+                    pv = next((f for f in sd.findings if f.kind == PV_KIND), None)
+                    what = pv.text if pv is not None else "traxfs physical volume"
                     if sd.vg_name:
-                        raise ForeignDeviceError(f"{path}: already belongs to volume group {sd.vg_name!r}")
-                    raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)})")
+                        raise ForeignDeviceError(
+                            f"{path}: {what}; a device of another group is not taken, even with --force "
+                            f"('trax pv create --force {path}' destroys it first, if that is meant)")
+                    raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)}); "
+                                        f"'trax pv create --force {path}' labels it anew")
+                refuse_unless_forced(path, [f for f in sd.findings if f.kind != PV_KIND], force)
                 if sd.label is not None and sd.label.pv_uuid in taken:
                     raise UsageError(f"{path}: given twice")
                 if sd.label is not None:
@@ -252,14 +497,19 @@ class VolumeGroup:
 
     @staticmethod
     def _new_pvs(registry: Registry, claimed: list[ScannedDevice]) -> list[ScannedDevice]:
-        """Label the unlabelled devices (implicit ``pv create``) and rescan all of them."""
+        """Label the unlabelled devices (implicit ``pv create``) and rescan all of them; wipe what
+        is left of foreign signatures that ``--force`` overrode."""
         out = []
         for sd in claimed:
+            erase = any(f.kind != PV_KIND for f in sd.findings)
             if sd.label is None:
-                sd.close()
-                pv_create(registry, sd.path)
+                dev, sd.device = sd.device, None
+                label_device(registry, sd.path, dev, Geometry(), erase=erase)
                 sd = scan_one(sd.path)
             else:
+                if erase:
+                    wipe_leftovers(sd.device, sd.path, sd.path)
+                    sd.device.flush()
                 registry.add(sd.path)
             out.append(sd)
         return out
@@ -273,44 +523,63 @@ class VolumeGroup:
                               (sd.device.size - sd.label.data_offset) // extent_size, geometry)
 
     @classmethod
-    def create(cls, registry: Registry, name: str, paths: list[str], extent_size: int = DEFAULT_EXTENT) -> None:
+    def create(cls, registry: Registry, name: str, paths: list[str], extent_size: int = DEFAULT_EXTENT,
+               force: bool = False) -> None:
+        """Create ``name`` on ``paths`` (unused physical volumes, or devices it labels; see
+        :meth:`_claim` for what ``force`` overrides)."""
         check_name("volume group", name)
         if not paths:
             raise UsageError("a volume group needs at least one device")
         if extent_size < 1024 * 1024 or extent_size & (extent_size - 1):
             raise UsageError(f"extent size {extent_size} must be a power of two of at least 1 MiB")
-        if name in list_groups(registry):
-            raise UsageError(f"a volume group named {name!r} already exists")
-        with registry.lock(f"vg-{name}", f"volume group {name}"):
-            claimed = cls._claim(registry, paths, set(), extent_size)
+        with registry.lock(_name_key(name), f"volume group name {name}", wait=META_WAIT), \
+                contextlib.ExitStack() as locks:
+            if name in list_groups(registry):
+                raise UsageError(f"a volume group named {name!r} already exists")
+            claimed = cls._claim(paths, set(), extent_size, force, locks)
             try:
                 claimed = cls._new_pvs(registry, claimed)
                 meta = VolumeGroupMeta(name, str(uuid.uuid4()), 0, extent_size,
                                        [cls._pv_entry(sd, extent_size) for sd in claimed])
                 vg = cls(registry, meta, claimed, {sd.label.pv_uuid: sd.device for sd in claimed}, [], [])
-                vg.commit()
+                with vg._changing():
+                    vg.commit()
             finally:
                 for sd in claimed:
                     sd.close()
 
-    def extend(self, paths: list[str]) -> None:
+    def _not_members(self, paths: list[str]) -> None:
+        mine = {os.path.realpath(p.path) for p in self.meta.pvs}
+        for path in paths:
+            if os.path.realpath(path) in mine:
+                raise ForeignDeviceError(f"{path}: already belongs to volume group {self.meta.name!r}")
+
+    def extend(self, paths: list[str], force: bool = False) -> None:
         """Add devices to the group (``vgextend``)."""
-        claimed = self._claim(self.registry, paths, set(self.devices), self.meta.extent_size)
-        self._scanned.extend(claimed)
-        claimed = self._new_pvs(self.registry, claimed)
-        self._scanned.extend(claimed)
-        for sd in claimed:
-            self.meta.pvs.append(self._pv_entry(sd, self.meta.extent_size))
-            self.devices[sd.label.pv_uuid] = sd.device
-        self.commit()
+        self._not_members(paths)
+        self._whole_group()
+        with self._changing():
+            claimed = self._claim(paths, set(self.devices), self.meta.extent_size, force, self._locks)
+            self._scanned.extend(claimed)
+            claimed = self._new_pvs(self.registry, claimed)
+            self._scanned.extend(claimed)
+            for sd in claimed:
+                self.meta.pvs.append(self._pv_entry(sd, self.meta.extent_size))
+                self.devices[sd.label.pv_uuid] = sd.device
+            self.commit()
 
     def rename(self, new_name: str) -> None:
         check_name("volume group", new_name)
-        if new_name in list_groups(self.registry):
-            raise UsageError(f"a volume group named {new_name!r} already exists")
-        self._require_complete("rename")
-        self.meta.name = new_name
-        self.commit()
+        if new_name == self.meta.name:
+            raise UsageError(f"volume group {new_name} is already named {new_name!r}; nothing to do")
+        self._whole_group()
+        with self._changing(), \
+                self.registry.lock(_name_key(new_name), f"volume group name {new_name}", wait=META_WAIT):
+            if new_name in list_groups(self.registry):
+                raise UsageError(f"a volume group named {new_name!r} already exists")
+            self._require_complete("rename")
+            self.meta.name = new_name
+            self.commit()
 
     def remove(self, force: bool = False) -> None:
         """Dissolve the group: its devices become unused physical volumes again."""
@@ -318,11 +587,13 @@ class VolumeGroup:
             names = ", ".join(lv.name for lv in self.meta.lvs)
             raise UsageError(f"volume group {self.meta.name} still holds logical volumes ({names}); use --force")
         self._require_complete("remove")
-        for pv in self.meta.pvs:
-            dev = self.devices[pv.uuid]
-            label = self._label(pv.uuid)
-            clear_slots(dev, label)
-            write_slots(dev, label, 0, {"format": "traxfs-orphan/1", "geometry": pv.geometry.__dict__})
+        self._whole_group()
+        with self._changing():
+            for pv in self.meta.pvs:
+                dev = self.devices[pv.uuid]
+                label = self._label(pv.uuid)
+                clear_slots(dev, label)
+                write_slots(dev, label, 0, {"format": ORPHAN_FORMAT, "geometry": pv.geometry.__dict__})
 
     def _require_complete(self, what: str) -> None:
         missing = [p.path for p in self.meta.pvs if self.devices.get(p.uuid) is None]
@@ -363,51 +634,73 @@ class VolumeGroup:
         tracks of the allocated extents hold. Refused, with nothing changed, on flat devices
         (quadrangle) or when the options do not fit the layout.
         """
-        check_name("logical volume", name)
-        if any(lv.name == name for lv in self.meta.lvs):
-            raise UsageError(f"volume group {self.meta.name} already has a logical volume {name!r}")
-        if size <= 0:
-            raise UsageError(f"size must be positive (got {size})")
-        cands = self._pv_uuids(pvs)
-        if mirror and stripes is None and layout != "linear":
-            stripes = max(1, len(cands) // 2)
-        zoned = layout == "quadrangle" or (
-            layout == "traxtent" and any(self.meta.pv(p).geometry.kind == "zoned" for p in cands))
-        quad = None
-        if zoned:
-            if stripe_unit is not None:
-                raise UsageError(f"a zoned {layout} volume's stripe unit is its track row; --stripe-unit does not apply")
-            n, quad = zoned_plan(self.meta, layout, cands, stripes, zone=zone, block=block, depth=depth,
-                                 linear=linear)
-            unit = quad.row_sectors * 512
-        else:
-            if zone is not None or block is not None or depth is not None or linear:
-                raise UsageError("zone, block size and depth apply to quadrangle and zoned traxtent volumes only")
-            n, unit = stripe_plan(self.meta, layout, stripes, stripe_unit, cands)
-        if mirror and len(cands) < 2 * n:
-            raise UsageError(f"a mirror of {n} stripe(s) needs {2 * n} devices; {len(cands)} available")
-        if mirror:  # two halves of similar free space: each leg lives on its own devices
-            free = self.meta.free_runs()
-            ranked = sorted(cands, key=lambda p: -sum(c for _, c in free[p]))
-            pools = [ranked[0::2], ranked[1::2]]
-        else:
-            pools = [cands]
-        if quad is not None:
-            extents, new, size = allocate_tracks(self.meta, quad, n, pools, size, [[] for _ in pools], 0)
-            legs = [Leg(segs) for segs in new]
-        else:
-            extents = self._extents(size, n)
-            legs = [Leg(allocate(self.meta, 0, extents, n, pool)) for pool in pools]
-            size = extents * self.meta.extent_size
-        lv = LogicalVolume(name, str(uuid.uuid4()), extents, layout, n, unit, legs, size, quad)
-        self.meta.lvs.append(lv)
-        self.commit()
-        return lv
+        with self._changing():
+            check_name("logical volume", name)
+            if any(lv.name == name for lv in self.meta.lvs):
+                raise UsageError(f"volume group {self.meta.name} already has a logical volume {name!r}")
+            if size <= 0:
+                raise UsageError(f"size must be positive (got {size})")
+            cands = self._pv_uuids(pvs)
+            if mirror and stripes is None and layout != "linear":
+                stripes = max(1, len(cands) // 2)
+            zoned = layout == "quadrangle" or (
+                layout == "traxtent" and any(self.meta.pv(p).geometry.kind == "zoned" for p in cands))
+            quad = None
+            if zoned:
+                if stripe_unit is not None:
+                    raise UsageError(f"a zoned {layout} volume's stripe unit is its track row; --stripe-unit does not apply")
+                n, quad = zoned_plan(self.meta, layout, cands, stripes, zone=zone, block=block, depth=depth,
+                                     linear=linear)
+                unit = quad.row_sectors * 512
+            else:
+                if zone is not None or block is not None or depth is not None or linear:
+                    raise UsageError("zone, block size and depth apply to quadrangle and zoned traxtent volumes only")
+                n, unit = stripe_plan(self.meta, layout, stripes, stripe_unit, cands)
+            if mirror and len(cands) < 2 * n:
+                raise UsageError(f"a mirror of {n} stripe(s) needs {2 * n} devices; {len(cands)} available")
+            if mirror:  # two halves of similar free space: each leg lives on its own devices
+                free = self.meta.free_runs()
+                ranked = sorted(cands, key=lambda p: -sum(c for _, c in free[p]))
+                pools = [ranked[0::2], ranked[1::2]]
+            else:
+                pools = [cands]
+            if quad is not None:
+                extents, new, size = allocate_tracks(self.meta, quad, n, pools, size, [[] for _ in pools], 0)
+                legs = [Leg(segs) for segs in new]
+            else:
+                extents = self._extents(size, n)
+                legs = [Leg(allocate(self.meta, 0, extents, n, pool)) for pool in pools]
+                size = extents * self.meta.extent_size
+            lv = LogicalVolume(name, str(uuid.uuid4()), extents, layout, n, unit, legs, size, quad)
+            self.meta.lvs.append(lv)
+            self.commit()
+            self._wipe_new(lv)
+            return lv
+
+    def _wipe_new(self, lv: LogicalVolume) -> None:
+        """Wipe what a new volume's first bytes still show of an earlier volume on the same
+        extents (a filesystem, a label), as lvcreate does: a new volume identifies as empty, so
+        a ``mkfs`` of it needs no ``--force``. Nobody else knows the new volume: no lock."""
+        olv = OpenLogicalVolume(self.meta, lv, self.devices, clock=self.sim_clock)
+        self.sim_clock = self.sim_clock or olv.clock  # its modelled disks now run on this clock
+        try:
+            for f in identify(olv, f"{self.meta.name}/{lv.name}"):
+                for off, n in f.regions:
+                    olv.write(off, bytes(n))
+            olv.flush()
+        finally:
+            olv.close()
 
     def extend_lv(self, name: str, size: int) -> LogicalVolume:
         """Grow ``name`` to ``size`` bytes (never shrinks: shrinking would cut data). A zoned
         volume grows by whole quadrangle stripes inside its zone; existing blocks keep their place."""
-        lv = self.meta.lv(name)
+        with self._changing():
+            lv = self.meta.lv(name)
+            self._lock_lv(lv)
+            return self._extend_lv(lv, size)
+
+    def _extend_lv(self, lv: LogicalVolume, size: int) -> LogicalVolume:
+        name = lv.name
         if size < lv.size:
             raise UsageError(f"{self.meta.name}/{name}: shrinking from {lv.size} bytes is not supported")
         if lv.quadrangle is None:
@@ -444,20 +737,26 @@ class VolumeGroup:
 
     def rename_lv(self, name: str, new_name: str) -> None:
         check_name("logical volume", new_name)
-        lv = self.meta.lv(name)
-        if any(o.name == new_name for o in self.meta.lvs):
-            raise UsageError(f"volume group {self.meta.name} already has a logical volume {new_name!r}")
-        lv.name = new_name
-        self.commit()
+        with self._changing():
+            lv = self.meta.lv(name)
+            if any(o.name == new_name for o in self.meta.lvs):
+                raise UsageError(f"volume group {self.meta.name} already has a logical volume {new_name!r}")
+            self._lock_lv(lv)
+            lv.name = new_name
+            self.commit()
 
     def remove_lv(self, name: str) -> None:
-        self.meta.lvs.remove(self.meta.lv(name))
-        self.commit()
+        with self._changing():
+            lv = self.meta.lv(name)
+            self._lock_lv(lv)
+            self.meta.lvs.remove(lv)
+            self.commit()
 
     def open_lv(self, name: str) -> OpenLogicalVolume:
         """Open ``name`` for I/O. A mirror leg on a missing device is marked stale first (it will
         miss writes), so it is never read until ``resync`` brings it back."""
         lv = self.meta.lv(name)
+        self._lock_lv(lv)  # refused while open elsewhere (a mount): from here on lv is ours alone
         complete = [i for i, leg in enumerate(lv.legs)
                     if all(self.devices.get(a.pv) is not None for s in leg.segments for a in s.areas)]
         if not any(lv.legs[i].state == "in_sync" for i in complete):
@@ -466,12 +765,12 @@ class VolumeGroup:
                 f"{self.meta.name}/{name}: no complete in-sync copy"
                 + (f" (missing {', '.join(gone)})" if gone else " (run 'trax lv resync')")
             )
-        changed = False
-        for i, leg in enumerate(lv.legs):
-            if i not in complete and leg.state != "stale":
-                leg.state, changed = "stale", True
-        if changed:
-            self.commit()
+        missed = [i for i, leg in enumerate(lv.legs) if i not in complete and leg.state != "stale"]
+        if missed:
+            with self._changing():
+                for i in missed:
+                    lv.legs[i].state = "stale"
+                self.commit()
         olv = OpenLogicalVolume(self.meta, lv, self.devices, on_leg_failure=self._leg_failed(lv), clock=self.sim_clock)
         self.sim_clock = self.sim_clock or olv.clock
         self._open_lvs.append(olv)
@@ -479,8 +778,11 @@ class VolumeGroup:
 
     def _leg_failed(self, lv: LogicalVolume) -> Callable[[int, Exception], None]:
         def mark(i: int, err: Exception) -> None:
-            lv.legs[i].state = "stale"
-            self.commit(tolerate_failed_devices=True)
+            # another process may have committed (a new volume) since this one read the document:
+            # _changing reads the newest first; lv itself is locked here, so it is still ours
+            with self._changing(wait=LEG_FAILURE_WAIT):
+                lv.legs[i].state = "stale"
+                self.commit(tolerate_failed_devices=True)
         return mark
 
     def resync_lv(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
@@ -506,51 +808,55 @@ class VolumeGroup:
             if progress:
                 progress(off + n, olv.size)
         olv.flush()
-        for t in targets:
-            lv.legs[t].state = "in_sync"
-        self.commit()
+        with self._changing():
+            for t in targets:
+                lv.legs[t].state = "in_sync"
+            self.commit()
         return olv.size * len(targets)
 
-    def replace_pv(self, old: str, new_path: str) -> list[str]:
+    def replace_pv(self, old: str, new_path: str, force: bool = False) -> list[str]:
         """Put the unused device ``new_path`` in the place of the missing device ``old`` (a path or
         PV uuid). Mirror legs that lived on it become stale; a non-mirrored volume that lived on it
         has lost data, so the replacement is refused until that volume is removed."""
-        olds = [p for p in self.meta.pvs if p.uuid == old or os.path.realpath(p.path) == os.path.realpath(old)]
-        if not olds:
-            raise UsageError(f"{old} is not a device of volume group {self.meta.name}")
-        pv = olds[0]
-        if self.devices.get(pv.uuid) is not None:
-            raise UsageError(f"{pv.path} is present; only a missing device can be replaced")
-        lost = [lv.name for lv in self.meta.lvs if pv.uuid in lv.pvs() and not lv.mirrored]
-        if lost:
-            raise UsageError(f"{pv.path} held non-mirrored volume(s) {', '.join(lost)}; remove them first")
-        used_end = max((first + n for first, n in self.meta.used()[pv.uuid]), default=0)
-        (sd,) = self._claim(self.registry, [new_path], set(self.devices), self.meta.extent_size)
-        self._scanned.append(sd)
-        (sd,) = self._new_pvs(self.registry, [sd])
-        self._scanned.append(sd)
-        entry = self._pv_entry(sd, self.meta.extent_size)
-        if entry.pe_count < used_end:
-            raise NoSpaceError(f"{new_path}: {entry.pe_count} extents, the missing device had {used_end} in use")
-        for lv in self.meta.lvs:
-            why = replacement_holds(self.meta, lv, pv.uuid, entry) if lv.quadrangle and pv.uuid in lv.pvs() else None
-            if why:
-                raise UsageError(f"{new_path} cannot replace {pv.path}: {why}")
-        touched = []
-        for lv in self.meta.lvs:
-            for leg in lv.legs:
-                hit = False
-                for seg in leg.segments:
-                    for a in seg.areas:
-                        if a.pv == pv.uuid:
-                            a.pv, hit = entry.uuid, True
-                if hit:
-                    leg.state = "stale"
-                    touched.append(lv.name)
-        self.meta.pvs[self.meta.pvs.index(pv)] = entry
-        del self.devices[pv.uuid]
-        self.devices[entry.uuid] = sd.device
-        self.commit()
-        for olv in self._open_lvs:  # volumes open in this process now map to the new device
-            olv.remap(self.meta)
-        return sorted(set(touched))
+        with self._changing():
+            olds = [p for p in self.meta.pvs if p.uuid == old or os.path.realpath(p.path) == os.path.realpath(old)]
+            if not olds:
+                raise UsageError(f"{old} is not a device of volume group {self.meta.name}")
+            pv = olds[0]
+            if self.devices.get(pv.uuid) is not None:
+                raise UsageError(f"{pv.path} is present; only a missing device can be replaced")
+            lost = [lv.name for lv in self.meta.lvs if pv.uuid in lv.pvs() and not lv.mirrored]
+            if lost:
+                raise UsageError(f"{pv.path} held non-mirrored volume(s) {', '.join(lost)}; remove them first")
+            used_end = max((first + n for first, n in self.meta.used()[pv.uuid]), default=0)
+            self._not_members([new_path])
+            self._whole_group()
+            (sd,) = self._claim([new_path], set(self.devices), self.meta.extent_size, force, self._locks)
+            self._scanned.append(sd)
+            (sd,) = self._new_pvs(self.registry, [sd])
+            self._scanned.append(sd)
+            entry = self._pv_entry(sd, self.meta.extent_size)
+            if entry.pe_count < used_end:
+                raise NoSpaceError(f"{new_path}: {entry.pe_count} extents, the missing device had {used_end} in use")
+            for lv in self.meta.lvs:
+                why = replacement_holds(self.meta, lv, pv.uuid, entry) if lv.quadrangle and pv.uuid in lv.pvs() else None
+                if why:
+                    raise UsageError(f"{new_path} cannot replace {pv.path}: {why}")
+            touched = []
+            for lv in self.meta.lvs:
+                for leg in lv.legs:
+                    hit = False
+                    for seg in leg.segments:
+                        for a in seg.areas:
+                            if a.pv == pv.uuid:
+                                a.pv, hit = entry.uuid, True
+                    if hit:
+                        leg.state = "stale"
+                        touched.append(lv.name)
+            self.meta.pvs[self.meta.pvs.index(pv)] = entry
+            del self.devices[pv.uuid]
+            self.devices[entry.uuid] = sd.device
+            self.commit()
+            for olv in self._open_lvs:  # volumes open in this process now map to the new device
+                olv.remap(self.meta)
+            return sorted(set(touched))

@@ -29,6 +29,7 @@ from traxfs.volume.errors import MetadataError
 from traxfs.volume.label import Label
 
 MDA_MAGIC = b"TRAXVGMD"
+ORPHAN_FORMAT = "traxfs-orphan/1"  # the document of a physical volume in no group
 MDA_VERSION = 1
 _HDR = struct.Struct("<8sIQII")
 _HCRC = struct.Struct("<I")

@@ -3,25 +3,23 @@
 The geometry is stored where the volume manager reads it: in the group's document (through the
 group's normal commit, under its lock) when the device belongs to a group, or in the device's own
 orphan metadata when it does not. Extraction reads the whole device's timing for seconds to
-minutes, so it refuses a device in use — a group locked by a mounted or exposed volume, or a
-device locked by a filesystem mounted on it directly — and, because a zoned volume's blocks are
+minutes, so it refuses a device in use — a group with a volume open anywhere (mounted,
+exposed), or a device locked by a filesystem mounted on it directly — and, because a zoned volume's blocks are
 placed by its devices' track layout, a new track layout for a device holding zoned volumes.
 Any refusal, or an extraction whose timings do not fit one geometry, changes nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from traxfs.volume.device import Device
 from traxfs.volume.disk.extract import Extraction, ExtractionError, extract
 from traxfs.volume.disk.geometry import SECTOR
 from traxfs.volume.disk.probe import prober_for
 from traxfs.volume.errors import MetadataError, UsageError, VolumeError
-from traxfs.volume.group import VolumeGroup
+from traxfs.volume.group import GROUP, VolumeGroup
+from traxfs.volume.locks import device_lock
 from traxfs.volume.metadata_area import write_slots
 from traxfs.volume.model import Geometry
 from traxfs.volume.registry import Registry
@@ -41,7 +39,7 @@ def extract_pv(registry: Registry, path: str, progress: Progress | None = None) 
             raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)})")
         pv_uuid, group = sd.label.pv_uuid, sd.vg_name
         if sd.orphan:
-            with _device_lock(path):
+            with device_lock(path, exclusive=True):
                 ex, geometry = _measure(sd.device, Geometry(**sd.copy.doc["geometry"]), progress)
                 again = scan_one(path)  # nobody took the device into a group meanwhile
                 try:
@@ -55,7 +53,7 @@ def extract_pv(registry: Registry, path: str, progress: Progress | None = None) 
             raise MetadataError(f"{path}: its metadata names no volume group")
     finally:
         sd.close()
-    with VolumeGroup.open(registry, group) as vg, _device_lock(path):
+    with VolumeGroup.open(registry, group, hold=GROUP) as vg:  # no volume open anywhere; its devices locked
         pv = vg.meta.pv(pv_uuid)
         dev = vg.devices.get(pv_uuid)
         if dev is None:
@@ -87,16 +85,3 @@ def _layout(g: Geometry) -> tuple:
         return (g.kind, g.unit)
     return (g.kind, g.disk["surfaces"], [list(z) for z in g.disk["zones"]], sorted(map(list, g.disk["defects"])))
 
-
-@contextlib.contextmanager
-def _device_lock(path: str) -> Iterator[None]:
-    """The lock a filesystem mounted (or checked) on the device itself holds (see fs_target)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise VolumeError(f"{path}: in use by another process (mounted, or being checked)") from None
-        yield
-    finally:
-        os.close(fd)

@@ -1,24 +1,24 @@
-"""Where traxfs looks for devices, and the per-group locks.
+"""Where traxfs looks for devices, and the named locks.
 
 Like LVM2's devices file (``/etc/lvm/devices/system.devices``), traxfs scans only the devices
 listed in ``$TRAX_HOME/devices`` — one path per line — instead of probing every block device on
 the machine. ``trax pv create`` adds a path; ``trax pv remove`` drops it. ``TRAX_HOME`` defaults
 to ``/var/lib/traxfs`` for root and ``~/.local/share/traxfs`` otherwise.
 
-A group is changed under an exclusive ``flock`` on ``$TRAX_HOME/locks/<vg uuid>``; a process
-that has a logical volume open for I/O (e.g. ``trax lv expose``) holds it for as long, so no
-other command rewrites the group's metadata under it.
+Named locks are ``flock`` files in ``$TRAX_HOME/locks`` (see :mod:`traxfs.volume.locks` for
+the whole scheme, and :class:`traxfs.volume.group.VolumeGroup` for which lock guards what).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from traxfs.volume.errors import VolumeError
+from traxfs.volume.locks import HeldLock, take
+
+LIST_WAIT = 10.0  # the devices file is locked only while a line is added or removed
 
 
 def default_home() -> Path:
@@ -49,29 +49,29 @@ class Registry:
 
     def add(self, path: str) -> str:
         real = os.path.realpath(path)
-        paths = self.paths()
-        if real not in paths:
-            self._save(paths + [real])
+        with self.lock("devices", f"{self.devices_file}", wait=LIST_WAIT):  # two commands may add at once
+            paths = self.paths()
+            if real not in paths:
+                self._save(paths + [real])
         return real
 
     def remove(self, path: str) -> None:
         real = os.path.realpath(path)
-        self._save([p for p in self.paths() if p != real])
+        with self.lock("devices", f"{self.devices_file}", wait=LIST_WAIT):
+            self._save([p for p in self.paths() if p != real])
 
-    @contextlib.contextmanager
-    def lock(self, key: str, what: str) -> Iterator[None]:
-        """Hold the exclusive lock ``key``; refuse at once (naming ``what``) if it is taken."""
+    def take_lock(self, key: str, what: str, *, shared: bool = False, wait: float = 0.0) -> HeldLock:
+        """Take the named lock ``key``; refuse (naming ``what`` and the holder) if it is still
+        taken after ``wait`` seconds."""
         d = self.home / "locks"
         d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(d / key, os.O_RDWR | os.O_CREAT, 0o600)
+        return take(d / key, exclusive=not shared, what=what, wait=wait, create=True)
+
+    @contextlib.contextmanager
+    def lock(self, key: str, what: str, *, shared: bool = False, wait: float = 0.0) -> Iterator[None]:
+        """:meth:`take_lock` for the duration of a ``with`` block."""
+        held = self.take_lock(key, what, shared=shared, wait=wait)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
-                raise VolumeError(f"{what} is in use (locked by pid {holder})") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
             yield
         finally:
-            os.close(fd)
+            held.release()

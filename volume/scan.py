@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from traxfs.volume.device import Device, create_image, open_device
+from traxfs.volume.device import Device, check_image_size, create_image, open_device
 from traxfs.volume.disk.device import create_simulated
 from traxfs.volume.disk.geometry import DiskSpec
-from traxfs.volume.errors import DeviceError, ForeignDeviceError, LabelError, UsageError
+from traxfs.volume.errors import DeviceError, LabelError, UsageError
 from traxfs.volume.label import Label, new_label, read_labels, write_label
-from traxfs.volume.metadata_area import Copy, SlotState, newest, read_slots, write_slots
+from traxfs.volume.locks import WRITE_HINT, device_lock
+from traxfs.volume.metadata_area import ORPHAN_FORMAT, Copy, SlotState, newest, read_slots, write_slots
 from traxfs.volume.model import Geometry
 from traxfs.volume.registry import Registry
-
-ORPHAN_FORMAT = "traxfs-orphan/1"
+from traxfs.volume.signature import Finding, identify, refuse_unless_forced, wipe_leftovers
 
 
 @dataclass
@@ -25,6 +25,7 @@ class ScannedDevice:
     slots: list[SlotState] = field(default_factory=list)
     error: str | None = None  # why the device or its label could not be read
     label_problems: list[str] = field(default_factory=list)  # damaged label copies (one is intact)
+    findings: list[Finding] = field(default_factory=list)  # what identify() saw, when a writer asked
 
     @property
     def copy(self) -> Copy | None:
@@ -71,13 +72,15 @@ def scan(registry: Registry) -> list[ScannedDevice]:
 
 
 def pv_create(registry: Registry, path: str, size: int | None = None, unit: int | None = None,
-              model: DiskSpec | None = None) -> Label:
+              model: DiskSpec | None = None, force: bool = False) -> Label:
     """Label a device (creating a sparse image file of ``size`` bytes if asked) and register it.
 
     With ``model``, a new simulated disk of that model is created at ``path`` instead (image of
     the disk's capacity plus its model sidecar) and labelled with the model's zoned geometry.
-    Refuses — writing nothing — a device that already carries a traxfs label, so a member of
-    another group is never overwritten by accident.
+    An existing device is locked exclusively (refused while anything has it open: a mount, a
+    group in use) and identified first: anything on it — a traxfs label, even an unused one, a
+    traxfs filesystem, a foreign signature — is refused by name, writing nothing, unless
+    ``force``; then the label is written and what is left of foreign signatures is wiped.
     """
     if unit is not None and (unit < 4096 or unit & (unit - 1)):
         raise UsageError(f"track unit {unit} must be a power of two of at least 4096 bytes")
@@ -87,31 +90,40 @@ def pv_create(registry: Registry, path: str, size: int | None = None, unit: int 
             raise UsageError("--model sets the size and geometry; do not combine it with --size or --unit")
         if exists:
             raise UsageError(f"{path}: already exists; --model creates a new simulated disk image")
-        return _label_new(registry, path, create_simulated(path, model), Geometry.zoned(model, "profile"))
-    if size is not None and exists and not os.path.isfile(path):
-        raise UsageError(f"{path}: --size applies to image files, not to block devices")
-    if size is None and not exists:
-        raise DeviceError(f"{path}: no such device; give --size to create an image file")
-    if exists:
-        sd = scan_one(path)
+        return label_device(registry, path, create_simulated(path, model), Geometry.zoned(model, "profile"))
+    geometry = Geometry(unit=unit or Geometry.unit)
+    if not exists:
+        if size is None:
+            raise DeviceError(f"{path}: no such device; give --size to create an image file")
+        return label_device(registry, path, create_image(path, size), geometry)
+    if size is not None:
+        if not os.path.isfile(path):
+            raise UsageError(f"{path}: --size applies to image files, not to block devices")
+        check_image_size(path, size)
+    with device_lock(path, exclusive=True, hint=WRITE_HINT):
+        dev = open_device(path)
         try:
-            if sd.label is not None:
-                owner = f"volume group {sd.vg_name!r}" if sd.vg_name else "no group yet"
-                raise ForeignDeviceError(f"{path}: already a traxfs physical volume ({owner})")
-            if sd.device is None:
-                raise DeviceError(sd.error or f"{path}: cannot open")
-        finally:
-            sd.close()
-    dev = create_image(path, size) if size is not None else open_device(path)
-    return _label_new(registry, path, dev, Geometry(unit=unit or Geometry.unit))
+            findings = identify(dev, path, path)
+            refuse_unless_forced(path, findings, force)
+            if size is not None and dev.size < size:  # grow the image only once labelling is decided
+                os.ftruncate(dev.fd, size)
+                dev.size = size
+        except BaseException:
+            dev.close()
+            raise
+        return label_device(registry, path, dev, geometry, erase=bool(findings))
 
 
-def _label_new(registry: Registry, path: str, dev: Device, geometry: Geometry) -> Label:
-    """Write a fresh label and orphan metadata (``geometry``) on ``dev``, close it, register it."""
+def label_device(registry: Registry, path: str, dev: Device, geometry: Geometry, erase: bool = False) -> Label:
+    """Write a fresh label and orphan metadata (``geometry``) on ``dev``, close it, register it.
+    ``erase``: the device held something (forced): wipe what is left of foreign signatures."""
     try:
         label = new_label(dev)
         write_slots(dev, label, 0, {"format": ORPHAN_FORMAT, "geometry": geometry.__dict__})
         write_label(dev, label)
+        if erase:
+            wipe_leftovers(dev, path, path)
+            dev.flush()
     finally:
         dev.close()
     registry.add(path)
