@@ -398,9 +398,9 @@ def test_mountpoint_must_be_an_unmounted_directory(rig: Rig) -> None:
     rig.mkfs()
     before = sha256(rig.image)
     (rig.tmp / "file").write_text("")
-    for target in (rig.tmp / "file", rig.tmp / "nonexistent"):
+    for target, why in ((rig.tmp / "file", "is not a directory"), (rig.tmp / "nonexistent", "does not exist")):
         r = rig.run("mount", rig.image, target)
-        assert r.returncode == 1 and f"{target}: mount point is not a directory" in r.stderr, r.stderr
+        assert r.returncode == 1 and f"{target}: mount point {why}" in r.stderr, r.stderr
     mp = rig.mountpoint()
     r = rig.run("umount", mp)
     assert r.returncode == 1 and f"{mp}: not mounted" in r.stderr, r.stderr
@@ -440,18 +440,19 @@ def test_a_mounted_filesystem_is_in_use(rig: Rig) -> None:
 
 # ----- how a mount ends ------------------------------------------------------------------------
 UMOUNT_CASES = [
-    pytest.param(False, id="default-pidfile"),
-    pytest.param(True, id="own-pidfile"),
+    pytest.param("default-pidfile", id="default-pidfile"),
+    pytest.param("own-pidfile", id="own-pidfile"),
+    pytest.param("other-home", id="other-home"),  # TRAX_HOME differs: no pidfile to go by
 ]
 
 
-@pytest.mark.parametrize("own_pidfile", UMOUNT_CASES)
-def test_umount_waits_for_the_server_to_exit(rig: Rig, own_pidfile: bool) -> None:
+@pytest.mark.parametrize("case", UMOUNT_CASES)
+def test_umount_waits_for_the_server_to_exit(rig: Rig, case: str) -> None:
     """A fusermount3 wrapper unmounts, then stops the server (SIGSTOP): a umount that waits for
     the server must time out (exit 1, naming the PID); one that does not wait returns 0."""
     rig.mkfs()
     mp = rig.mountpoint()
-    pid = rig.mount(mp, *(["--pidfile", str(rig.tmp / "server.pid")] if own_pidfile else []))
+    pid = rig.mount(mp, *(["--pidfile", str(rig.tmp / "server.pid")] if case == "own-pidfile" else []))
     (mp / "f").write_bytes(os.urandom(MiB))
     bindir = rig.tmp / "bin"
     bindir.mkdir()
@@ -459,8 +460,9 @@ def test_umount_waits_for_the_server_to_exit(rig: Rig, own_pidfile: bool) -> Non
     wrapper.write_text(f'#!/bin/sh\n"{FUSERMOUNT}" "$@" || exit $?\nkill -STOP {pid}\n')
     wrapper.chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    home = rig.tmp / "other-home" if case == "other-home" else rig.home
     try:
-        r = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(rig.home), "umount", str(mp),
+        r = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), "umount", str(mp),
                             "--timeout", "1"], capture_output=True, text=True, timeout=60, env=env)
     finally:
         os.kill(pid, signal.SIGCONT)

@@ -450,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # paths with undecodable bytes are printed as they are
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     parser = build_parser()
     a = parser.parse_args(argv)
     out = Output(a.json)

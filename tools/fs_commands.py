@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from traxfs.fs.engine.superblock import SuperblockError
 from traxfs.fs.errors import FsError, NotTraxfs
 from traxfs.tools.fs_target import open_target
+from traxfs.tools.mounts import absolute, check_mountpoint, find_mount, fuse_servers, fusermount, probe, shown
 from traxfs.tools.sizes import format_size
 from traxfs.volume.errors import UsageError, VolumeError
 from traxfs.volume.overlay import OverlayDevice
@@ -33,12 +33,8 @@ FS_ERRORS = (FsError, NotTraxfs, SuperblockError)
 
 
 def _pidfile(reg: Registry, mountpoint: str) -> Path:
-    key = hashlib.sha1(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
+    key = hashlib.sha1(os.fsencode(absolute(mountpoint))).hexdigest()[:16]
     return reg.home / "mounts" / f"{key}.pid"
-
-
-def _fail(msg: str) -> VolumeError:
-    return VolumeError(msg)
 
 
 def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
@@ -76,10 +72,7 @@ def _refuse_existing(dev, target: str) -> None:
 
 
 def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
-    if not os.path.isdir(a.mountpoint):
-        raise UsageError(f"{a.mountpoint}: mount point is not a directory")
-    if os.path.ismount(a.mountpoint):
-        raise UsageError(f"{a.mountpoint}: something is already mounted there")
+    check_mountpoint(a.mountpoint)
     pidfile = Path(a.pidfile) if a.pidfile else _pidfile(reg, a.mountpoint)
     if a.foreground:
         return _serve_foreground(a, reg, pidfile)
@@ -93,19 +86,31 @@ def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
     if a.partial:
         argv.append("--partial")
     with open(logfile, "ab") as log:
+        start = log.tell()  # the log is appended to: this attempt's lines begin here
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    what = f"mount of {shown(a.target)} on {shown(a.mountpoint)}"
     deadline = time.monotonic() + a.timeout
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            tail = logfile.read_text(errors="replace").strip().splitlines()[-5:]
-            raise _fail(f"mount of {a.target} on {a.mountpoint} failed: " + " / ".join(tail))
-        if pidfile.exists() and os.path.ismount(a.mountpoint):
+            raise VolumeError(f"{what} failed: {_log_since(logfile, start)}")
+        if pidfile.exists() and find_mount(a.mountpoint) is not None:
             out.emit({"target": a.target, "mountpoint": a.mountpoint, "pid": child.pid, "log": str(logfile)},
-                     lambda: f"{a.target} mounted on {a.mountpoint} (pid {child.pid}, log {logfile})")
+                     lambda: f"{shown(a.target)} mounted on {shown(a.mountpoint)} (pid {child.pid}, "
+                     f"log {shown(str(logfile))})")
             return None
         time.sleep(0.05)
     child.terminate()
-    raise _fail(f"mount of {a.target} on {a.mountpoint}: not live after {a.timeout:g} s (log: {logfile})")
+    raise VolumeError(f"{what}: not live after {a.timeout:g} s (log: {shown(str(logfile))})")
+
+
+def _log_since(logfile: Path, start: int, lines: int = 5) -> str:
+    """The last ``lines`` lines the server wrote from offset ``start`` on (its own error line
+    without the ``trax: error:`` prefix), joined for a one-line message."""
+    with open(logfile, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "backslashreplace")
+    tail = [line.removeprefix("trax: error: ") for line in text.strip().splitlines()[-lines:]]
+    return " / ".join(tail) or "the server exited without a message"
 
 
 def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> None:
@@ -128,7 +133,7 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
 
     try:
         with open_target(reg, a.target, partial=a.partial) as (dev, info):
-            serve(dev, a.mountpoint, source=f"traxfs:{a.target}", allow_other=a.allow_other,
+            serve(dev, a.mountpoint, source=f"traxfs:{info['target']}", where=a.target, allow_other=a.allow_other,
                   commit_interval=a.commit_interval, volume_info=lambda: info, ready=ready)
         log.info("%s unmounted from %s; filesystem closed cleanly", a.target, a.mountpoint)
     finally:
@@ -137,31 +142,66 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
 
 
 def cmd_umount(a: argparse.Namespace, reg: Registry, out) -> None:
+    """Unmount, then wait until the server has exited. The server is found from the kernel (any
+    TRAX_HOME), else from this home's pidfile; a mount whose server died is just removed."""
     mp = a.mountpoint
-    if not os.path.ismount(mp):
-        raise UsageError(f"{mp}: not mounted")
-    pidfile = _pidfile(reg, mp)
-    pid = None
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (OSError, ValueError):
-        pass
-    tool = shutil.which("fusermount3") or "fusermount3"
-    r = subprocess.run([tool, "-u", mp], capture_output=True, text=True)
+    entry = find_mount(mp)
+    if entry is None:
+        raise VolumeError(f"{shown(mp)}: not mounted")
+    if not entry.is_traxfs:
+        raise VolumeError(f"{shown(mp)}: not a traxfs mount ({entry.fstype} {shown(entry.source)}); "
+                          "use umount(8) or fusermount3 -u")
+    dead = probe(mp) == "dead"
+    servers = set() if dead else fuse_servers(entry) or _pidfile_server(reg, mp)
+    r = fusermount(mp)
+    lazy = False
+    if r.returncode != 0 and dead:  # a dead mount that is busy: detach it now, it goes when released
+        lazy, r = True, fusermount(mp, lazy=True)
     if r.returncode != 0:
-        raise _fail(f"{mp}: cannot unmount: {r.stderr.strip() or r.stdout.strip()}")
+        raise VolumeError(f"{shown(mp)}: cannot unmount: {(r.stderr or r.stdout).strip()}")
+    doc = {"mountpoint": mp, "pid": min(servers) if servers else None, "dead": dead, "lazy": lazy}
+    if dead:
+        out.emit(doc, lambda: f"{shown(mp)}: removed the dead mount of a server that had died"
+                 f"{' (detached lazily: still in use)' if lazy else ''}; the next mount recovers "
+                 f"{shown(entry.source.removeprefix('traxfs:'))} from its log")
+        return
+    if not servers:
+        raise VolumeError(f"{shown(mp)}: unmounted, but its server could not be found to wait for its clean close "
+                          f"(no pidfile in {shown(str(reg.home))}, and this kernel does not name FUSE connections "
+                          "in /proc/PID/fdinfo); check that it has exited before using "
+                          f"{shown(entry.source.removeprefix('traxfs:'))}")
     deadline = time.monotonic() + a.timeout
-    while pid is not None and time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
+    while (running := {p for p in servers if _alive(p)}) and time.monotonic() < deadline:
         time.sleep(0.05)
-    else:
-        if pid is not None:
-            raise _fail(f"{mp}: unmounted, but the server (pid {pid}) has not finished closing after "
-                        f"{a.timeout:g} s")
-    out.emit({"mountpoint": mp, "pid": pid}, lambda: f"{mp} unmounted")
+    if running:
+        raise VolumeError(f"{shown(mp)}: unmounted, but the server (pid {min(running)}) has not finished closing "
+                          f"after {a.timeout:g} s")
+    out.emit(doc, lambda: f"{shown(mp)} unmounted")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _pidfile_server(reg: Registry, mountpoint: str) -> set[int]:
+    """The server named by this home's pidfile for ``mountpoint``, if that process still holds
+    /dev/fuse open (a stale pidfile may name a reused PID)."""
+    try:
+        pid = int(_pidfile(reg, mountpoint).read_text().strip())
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except (OSError, ValueError):
+        return set()
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                return {pid}
+        except OSError:
+            continue
+    return set()
 
 
 def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:

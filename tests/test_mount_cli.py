@@ -1,0 +1,109 @@
+"""`trax mount`, `trax umount` and `trax lv expose` against hostile names, dead mounts and
+other homes: real processes, real FUSE mounts, image files under ``tmp_path``.
+
+* A path never becomes a mount option: an image named ``x,allow_other`` mounts without
+  ``allow_other``; commas, spaces, ``=``, backslashes, non-ASCII and undecodable bytes in the
+  image path or the mount point mount and unmount, and the mount table shows the path.
+* A server killed with SIGKILL leaves a dead mount: ``trax mount`` on it says what to run,
+  ``trax umount`` removes it, and the next mount recovers.
+* ``trax umount`` waits for the server whatever ``TRAX_HOME`` mounted it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import test_fs_tools
+from test_fs_tools import FUSERMOUNT, Rig, alive, wait_gone
+
+from traxfs.tools.mounts import find_mount
+
+pytestmark = pytest.mark.timeout(90)
+rig = test_fs_tools.rig  # the fixture: a home, images and mount points that teardown clears
+
+
+def mount_line(mp: Path) -> tuple[bytes, bytes]:
+    """(source, options) of the mount at ``mp`` from the kernel's table, as raw bytes."""
+    target = os.fsencode(os.path.realpath(mp)).replace(b"\\", b"\\134").replace(b" ", b"\\040")
+    with open("/proc/self/mounts", "rb") as f:
+        for line in f:
+            source, where, _, options = line.split()[:4]
+            if where == target:
+                return source, options
+    raise AssertionError(f"{mp} is not in /proc/self/mounts")
+
+
+def kernel_escape(raw: bytes) -> bytes:
+    """How /proc/mounts writes a field: space, tab, newline and backslash as octal."""
+    for ch in b"\\ \t\n":
+        raw = raw.replace(bytes([ch]), b"\\%03o" % ch)
+    return raw
+
+
+HOSTILE = [
+    pytest.param("x,allow_other", id="comma-option"),
+    pytest.param("a,b.img", id="comma"),
+    pytest.param("sp ace=eq\\back.img", id="space-equals-backslash"),
+    pytest.param("café-ü.img", id="utf8"),
+    pytest.param(os.fsdecode(b"bad\xff\xfe.img"), id="undecodable"),
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_path_never_becomes_a_mount_option(rig: Rig, name: str) -> None:
+    folder = rig.tmp / "t"
+    folder.mkdir()
+    image = folder / name
+    rig.mkfs(image)
+    mp = rig.mountpoint(os.fsdecode(b"mnt " + os.fsencode(name)))
+    pid = rig.mount(mp, image=image)
+    source, options = mount_line(mp)
+    assert b"allow_other" not in options.split(b","), options
+    assert source == b"traxfs:" + kernel_escape(os.fsencode(str(image))), source
+    (mp / "f").write_bytes(b"through the mount")
+    r = rig.run("umount", mp)
+    assert r.returncode == 0, r.stderr
+    assert not alive(pid) and find_mount(str(mp)) is None
+
+
+def test_a_dead_mount_is_named_then_cleared_and_the_next_mount_recovers(rig: Rig) -> None:
+    rig.mkfs()
+    mp = rig.mountpoint()
+    pid = rig.mount(mp)
+    with open(mp / "kept", "wb") as f:
+        f.write(b"durable before the crash")
+        f.flush()
+        os.fsync(f.fileno())
+    held = os.open(mp / "kept", os.O_RDONLY)  # keeps the dead mount busy: plain unmount fails
+    try:
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(pid)
+        assert find_mount(str(mp)) is not None and not os.path.ismount(mp)
+        r = rig.run("mount", rig.image, mp)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert (f"{mp}: a dead traxfs mount is still attached (its server died); run 'trax umount {mp}' first"
+                in r.stderr), r.stderr
+        r = rig.run("--json", "umount", mp)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["dead"] and doc["lazy"], doc
+        assert find_mount(str(mp)) is None
+    finally:
+        with contextlib.suppress(OSError):  # its flush fails: the server is gone
+            os.close(held)
+        if find_mount(str(mp)) is not None:
+            subprocess.run([FUSERMOUNT, "-uz", str(mp)], capture_output=True)
+    pid = rig.mount(mp)  # recovery runs: the fsync'd file is there
+    assert (mp / "kept").read_bytes() == b"durable before the crash"
+    os.kill(pid, signal.SIGKILL)
+    assert wait_gone(pid)
+    r = rig.run("umount", mp)  # not busy this time: removed at once, said in words
+    assert r.returncode == 0 and f"{mp}: removed the dead mount of a server that had died" in r.stdout, r.stdout
+    assert find_mount(str(mp)) is None
+    assert rig.run("fsck", rig.image).returncode == 0
