@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 import test_fs_tools
-from test_fs_tools import FUSERMOUNT, Rig, alive, wait_gone
+from test_fs_tools import FUSERMOUNT, MiB, Rig, alive, wait_gone
 
+from traxfs.tools.cli import main
 from traxfs.tools.mounts import find_mount
 
 pytestmark = pytest.mark.timeout(90)
@@ -107,3 +108,33 @@ def test_a_dead_mount_is_named_then_cleared_and_the_next_mount_recovers(rig: Rig
     assert r.returncode == 0 and f"{mp}: removed the dead mount of a server that had died" in r.stdout, r.stdout
     assert find_mount(str(mp)) is None
     assert rig.run("fsck", rig.image).returncode == 0
+
+
+def test_a_failed_mount_shows_only_its_own_log_lines(rig: Rig) -> None:
+    rig.mkfs()
+    mp = rig.mountpoint()
+    log = rig.tmp / "server.log"
+    rig.mount(mp, "--log", log)
+    rig.ok("umount", mp)
+    assert "closed cleanly" in log.read_text()
+    rig.image.write_bytes(b"\0" * (16 * MiB))  # no longer a filesystem
+    r = rig.run("mount", rig.image, mp, "--log", log)
+    assert r.returncode == 1 and "no traxfs engine superblock" in r.stderr, r.stderr
+    assert "mounted on" not in r.stderr and "closed cleanly" not in r.stderr, r.stderr
+    assert "trax: error: mount of" in r.stderr and r.stderr.count("trax: error:") == 1, r.stderr
+
+
+def test_expose_refuses_a_busy_mount_point_and_keeps_nothing_locked(rig: Rig) -> None:
+    rig.mkfs()
+    mp = rig.mountpoint()
+    rig.mount(mp)
+    disk = str(rig.tmp / "d0.img")
+    home = ["--home", str(rig.home)]
+    assert main([*home, "pv", "create", disk, "--size", "32M"]) == 0
+    assert main([*home, "vg", "create", "vg0", disk]) == 0
+    assert main([*home, "lv", "create", "vg0/lv", "--size", "8M"]) == 0
+    r = rig.run("lv", "expose", "vg0/lv", mp)
+    assert r.returncode == 1 and f"{mp}: something is already mounted there (fuse.traxfs" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    rig.ok("lv", "remove", "vg0/lv")  # the group was left unlocked
+    rig.ok("umount", mp)

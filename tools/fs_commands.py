@@ -22,6 +22,7 @@ from pathlib import Path
 
 from traxfs.fs.engine.superblock import SuperblockError
 from traxfs.fs.errors import FsError, NotTraxfs
+from traxfs.tools.cli_types import SIZE_HELP, BadUsage, seconds, size
 from traxfs.tools.fs_target import open_target
 from traxfs.tools.mounts import absolute, check_mountpoint, find_mount, fuse_servers, fusermount, probe, shown
 from traxfs.tools.sizes import format_size
@@ -45,19 +46,37 @@ def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
         with open_target(reg, a.target, create_size=a.size if created else None) as (dev, info):
             if not a.force:
                 _refuse_existing(dev, a.target)
-            if a.size is not None and not created and dev.size < a.size and hasattr(dev, "fd"):
-                os.ftruncate(dev.fd, a.size)  # grow the existing image only once formatting is decided
-                dev.size = info["size"] = a.size
+            grown_from = _apply_size(a, dev, info) if a.size is not None and not created else None
             try:
-                uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "")
-            except ValueError as e:
-                raise UsageError(f"{a.target}: {e}") from None
+                uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "", where=a.target)
+            except BaseException as e:
+                if grown_from is not None:  # refused: the image stays as it was
+                    os.ftruncate(dev.fd, grown_from)
+                if isinstance(e, ValueError):  # the size, log size or label do not fit; names the target
+                    raise VolumeError(str(e)) from None
+                raise
     except BaseException:
         if created:
             Path(a.target).unlink(missing_ok=True)  # a failed mkfs leaves no new image behind
         raise
-    out.emit({"uuid": uid, **info}, lambda: f"{a.target}: traxfs created ({format_size(info['size'])}, "
+    out.emit({"uuid": uid, **info}, lambda: f"{shown(a.target)}: traxfs created ({format_size(info['size'])}, "
              f"uuid {uid})")
+
+
+def _apply_size(a: argparse.Namespace, dev, info: dict) -> int | None:
+    """``--size`` on an existing target: an image file grows to it (returns its old size, for
+    undoing); a smaller size or another kind of target is refused, changing nothing."""
+    if info["kind"] != "image file":
+        raise BadUsage(f"{shown(a.target)}: --size applies to image files, and this is a {info['kind']}")
+    if a.size < dev.size:
+        raise VolumeError(f"{shown(a.target)}: the image is {format_size(dev.size)}, larger than --size "
+                          f"{format_size(a.size)}; mkfs does not shrink an image: delete it first, or leave out --size")
+    if a.size == dev.size:
+        return None
+    old = dev.size
+    os.ftruncate(dev.fd, a.size)
+    dev.size = info["size"] = a.size
+    return old
 
 
 def _refuse_existing(dev, target: str) -> None:
@@ -236,29 +255,33 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
     return rep.exit_code
 
 
-def add_parsers(top, sub, size_type) -> None:
+def add_parsers(top, sub) -> None:
+    target = {"metavar": "VG/LV|DEVICE", "help": "a logical volume (VG/LV), or a block device or image file "
+              "(a path; write ./NAME for one that could be read as VG/LV)"}
     q = sub(top, "mkfs", cmd_mkfs, "create a traxfs filesystem on a logical volume or device (trax-mkfs(8))")
-    q.add_argument("target", metavar="VG/LV|DEVICE")
-    q.add_argument("--size", type=size_type, help="create the image file DEVICE with this size first")
-    q.add_argument("--log-size", type=size_type, help="engine log region (default: 1/16 of the volume, "
-                   "16M..256M)")
+    q.add_argument("target", **target)
+    q.add_argument("--size", type=size, help=f"make the image file DEVICE this size first (created if "
+                   f"missing); {SIZE_HELP}")
+    q.add_argument("--log-size", type=size, help="engine log region (default: 1/16 of the volume, 16M..256M); "
+                   f"{SIZE_HELP}")
     q.add_argument("--label", help="a label of up to 32 bytes")
     q.add_argument("--force", action="store_true", help="format over an existing filesystem")
     q = sub(top, "mount", cmd_mount, "mount a traxfs filesystem through FUSE (trax-mount(8))")
-    q.add_argument("target", metavar="VG/LV|DEVICE")
-    q.add_argument("mountpoint")
+    q.add_argument("target", **target)
+    q.add_argument("mountpoint", help="an existing directory to mount on")
     q.add_argument("--foreground", action="store_true", help="serve in this process until unmounted")
     q.add_argument("--pidfile", help="where the server writes its PID once the mount is live")
     q.add_argument("--log", help="the daemon's log file (default: beside the pidfile)")
     q.add_argument("--allow-other", action="store_true", help="let other users use the mount")
     q.add_argument("--partial", action="store_true", help="run a mirror degraded if a device is missing")
-    q.add_argument("--commit-interval", type=float, default=1.0,
-                   help="seconds within which every change becomes durable (default 1)")
-    q.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the mount (default 60)")
+    q.add_argument("--commit-interval", type=seconds(0.01, 3600), default=1.0, metavar="SECONDS",
+                   help="seconds within which every change becomes durable, 0.01 to 3600 (default 1)")
+    q.add_argument("--timeout", type=seconds(0.1, 86400), default=60.0, metavar="SECONDS",
+                   help="seconds to wait for the mount (default 60)")
     q = sub(top, "umount", cmd_umount, "unmount a traxfs mount and wait for a clean close (trax-umount(8))")
-    q.add_argument("mountpoint")
-    q.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the server to close")
+    q.add_argument("mountpoint", help="where the filesystem is mounted")
+    q.add_argument("--timeout", type=seconds(0.1, 86400), default=120.0, metavar="SECONDS",
+                   help="seconds to wait for the server to close (default 120)")
     q = sub(top, "fsck", cmd_fsck, "check and repair an unmounted traxfs filesystem (trax-fsck(8))")
-    q.add_argument("target", metavar="VG/LV|DEVICE")
+    q.add_argument("target", **target)
     q.add_argument("--repair", "-y", action="store_true", help="repair what can be repaired")
-    q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")
