@@ -198,3 +198,35 @@ def test_every_argument_says_what_it_takes() -> None:
             sizes.append(what)
     assert not missing, f"arguments without help: {missing}"
     assert not sizes, f"size options that do not say which sizes they take: {sizes}"
+
+
+def test_json_anywhere_for_every_change_and_every_error(group: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """--json is accepted after the command as well as before it; every command that changes
+    something prints one JSON document; an error prints {"error", "exit_code"} on stdout (and
+    the sentence on stderr)."""
+    home, disks = group
+    extra = [str(tmp_path / f"e{i}.img") for i in range(2)]
+
+    def doc(*args: str) -> object:
+        p = trax(home, *args, "--json")
+        assert p.returncode == 0, (args, p.stderr)
+        return json.loads(p.stdout)
+
+    assert [d["device"] for d in doc("pv", "create", *extra, "--size", "32M")] == extra
+    assert doc("vg", "create", "vg1", extra[0])["vg"] == "vg1"
+    assert doc("vg", "extend", "vg1", extra[1])["devices"] == [extra[1]]
+    assert doc("lv", "create", "vg1/a", "--size", "8M")["name"] == "a"
+    assert doc("lv", "extend", "vg1/a", "--size", "16M")["size"] == 16 << 20
+    assert doc("lv", "rename", "vg1/a", "b")["lv"] == "b"
+    assert doc("vg", "rename", "vg1", "vg2")["vg"] == "vg2"
+    assert doc("lv", "remove", "vg2/b") == {"vg": "vg2", "lv": "b", "message": "logical volume vg2/b removed"}
+    assert doc("vg", "remove", "vg2")["vg"] == "vg2"
+    assert doc("pv", "remove", extra[0])["device"] == extra[0]
+    assert doc("vg", "repair", "vg0") == {"repaired": []}
+    for args, code, words in ((["lv", "remove", "vg0/nothere"], 1, "no logical volume"),
+                              (["lv", "create", "vg0/x", "--size", "10Q"], 2, "invalid size"),
+                              (["frobnicate"], 2, "invalid choice")):
+        p = trax(home, *args, "--json")
+        assert p.returncode == code, p.stderr
+        err = json.loads(p.stdout)
+        assert err["exit_code"] == code and words in err["error"] and words in p.stderr, (p.stdout, p.stderr)

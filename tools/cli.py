@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from traxfs import __version__
 from traxfs.tools.cli_types import SIZE_HELP, BadUsage, count, file_name, name, size, vg_lv
@@ -31,7 +32,8 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class Output:
-    """Tables for people, JSON (``--json``) for scripts."""
+    """Tables and sentences for people, JSON (``--json``) for scripts: one JSON document on
+    standard output per command, a result or ``{"error": ..., "exit_code": N}``."""
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
@@ -39,9 +41,30 @@ class Output:
     def emit(self, doc: object, text: Callable[[], str]) -> None:
         print(json.dumps(doc, indent=2, sort_keys=True) if self.as_json else text())
 
-    def message(self, text: str) -> None:
-        if not self.as_json:
-            print(text)
+    def message(self, text: str, **doc: object) -> None:
+        """A command's one-line result: the sentence, or with --json the fields and the sentence."""
+        self.emit({**doc, "message": text}, lambda: text)
+
+    def fail(self, text: str, code: int, prefix: str = "trax: error: ") -> int:
+        """An error: the message on standard error, and with --json also on standard output."""
+        print(f"{prefix}{text}", file=sys.stderr)
+        if self.as_json:
+            print(json.dumps({"error": text, "exit_code": code}, indent=2, sort_keys=True))
+        return code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors handed to :func:`main` (which prints them, as JSON too
+    when asked) instead of exiting from deep inside the parse."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageExit(self, message)
+
+
+class _UsageExit(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -97,10 +120,11 @@ def cmd_pv_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
             model = scaled(model, a.cylinders_per_zone)
     elif a.cylinders_per_zone is not None:
         raise BadUsage("--cylinders-per-zone applies to simulated disks (--model)")
+    docs, kind = [], f" on a simulated {model.name} disk" if model else ""
     for path in a.devices:
         label = pv_create(reg, path, size=a.size, unit=a.unit, model=model)
-        kind = f" on a simulated {model.name} disk" if model else ""
-        out.message(f"{path}: physical volume {label.pv_uuid} created{kind}")
+        docs.append({"device": path, "pv": label.pv_uuid, "model": model.name if model else None})
+    out.emit(docs, lambda: "\n".join(f"{d['device']}: physical volume {d['pv']} created{kind}" for d in docs))
 
 
 def _pv_geometry(sd) -> dict | None:
@@ -136,7 +160,7 @@ def cmd_pv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     finally:
         sd.close()
     reg.remove(a.device)
-    out.message(f"{a.device}: label removed")
+    out.message(f"{a.device}: label removed", device=a.device)
 
 
 def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -148,7 +172,7 @@ def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 # ----- vg -------------------------------------------------------------------------------------
 def cmd_vg_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     VolumeGroup.create(reg, a.name, a.devices, extent_size=a.extent_size)
-    out.message(f"volume group {a.name} created on {len(a.devices)} device(s)")
+    out.message(f"volume group {a.name} created on {len(a.devices)} device(s)", vg=a.name, devices=a.devices)
 
 
 def cmd_vg_list(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -182,19 +206,19 @@ def cmd_vg_show(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_vg_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name) as vg:
         vg.extend(a.devices)
-    out.message(f"volume group {a.name} extended by {len(a.devices)} device(s)")
+    out.message(f"volume group {a.name} extended by {len(a.devices)} device(s)", vg=a.name, devices=a.devices)
 
 
 def cmd_vg_rename(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name) as vg, reg.lock(f"vg-{a.new_name}", f"volume group {a.new_name}"):
         vg.rename(a.new_name)
-    out.message(f"volume group {a.name} renamed to {a.new_name}")
+    out.message(f"volume group {a.name} renamed to {a.new_name}", vg=a.new_name, old_name=a.name)
 
 
 def cmd_vg_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name) as vg:
         vg.remove(force=a.force)
-    out.message(f"volume group {a.name} removed; its devices are unused physical volumes again")
+    out.message(f"volume group {a.name} removed; its devices are unused physical volumes again", vg=a.name)
 
 
 def cmd_vg_repair(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -206,7 +230,8 @@ def cmd_vg_repair(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_vg_replace(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name, partial=True) as vg:
         stale = vg.replace_pv(a.old, a.new)
-    out.message(f"{a.new} replaces {a.old} in {a.name}; resync: {', '.join(stale) or 'nothing'}")
+    out.message(f"{a.new} replaces {a.old} in {a.name}; resync: {', '.join(stale) or 'nothing'}", vg=a.name,
+                old=a.old, new=a.new, resync=stale)
 
 
 # ----- lv -------------------------------------------------------------------------------------
@@ -270,21 +295,22 @@ def cmd_lv_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, vg_name) as vg:
         lv = vg.extend_lv(lv_name, a.size)
         size = lv.size
-    out.message(f"logical volume {vg_name}/{lv_name} is now {format_size(size)}")
+    out.message(f"logical volume {vg_name}/{lv_name} is now {format_size(size)}", vg=vg_name, lv=lv_name, size=size)
 
 
 def cmd_lv_rename(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name) as vg:
         vg.rename_lv(lv_name, a.new_name)
-    out.message(f"logical volume {vg_name}/{lv_name} renamed to {a.new_name}")
+    out.message(f"logical volume {vg_name}/{lv_name} renamed to {a.new_name}", vg=vg_name, lv=a.new_name,
+                old_name=lv_name)
 
 
 def cmd_lv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name) as vg:
         vg.remove_lv(lv_name)
-    out.message(f"logical volume {vg_name}/{lv_name} removed")
+    out.message(f"logical volume {vg_name}/{lv_name} removed", vg=vg_name, lv=lv_name)
 
 
 def cmd_lv_resync(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -315,8 +341,13 @@ def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
             print(f"warning: {w}", file=sys.stderr)
         lv = vg.open_lv(lv_name)
         path = os.path.join(a.mountpoint, a.name)
-        serve(lv, a.mountpoint, a.name, allow_other=a.allow_other,
-              ready=lambda: print(f"{vg_name}/{lv_name} exposed as {path}", flush=True))
+        doc = {"vg": vg_name, "lv": lv_name, "mountpoint": a.mountpoint, "file": path, "pid": os.getpid()}
+
+        def ready() -> None:
+            out.emit(doc, lambda: f"{vg_name}/{lv_name} exposed as {path}")
+            sys.stdout.flush()
+
+        serve(lv, a.mountpoint, a.name, allow_other=a.allow_other, ready=ready)
 
 
 def cmd_demo(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -339,7 +370,7 @@ def _json_option() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="trax", description="traxfs: volumes, filesystem and tools (see trax(1))")
+    p = _Parser(prog="trax", description="traxfs: volumes, filesystem and tools (see trax(1))")
     p.add_argument("--version", action="version", version=f"traxfs {__version__}")
     p.add_argument("--home", help="traxfs state folder: device list and locks (default $TRAX_HOME, "
                    "/var/lib/traxfs for root, ~/.local/share/traxfs otherwise)")
@@ -461,8 +492,13 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # paths with undecodable bytes are printed as they are
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    a = parser.parse_args(argv)
+    try:
+        a = parser.parse_args(argv)
+    except _UsageExit as e:
+        e.parser.print_usage(sys.stderr)
+        return Output("--json" in argv).fail(str(e), EXIT_USAGE, prefix=f"{e.parser.prog}: error: ")
     out = Output(a.json)
     reg = Registry(a.home)
     from traxfs.tools.fs_commands import FS_ERRORS
@@ -472,13 +508,11 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(rc, int):
             return rc
     except BadUsage as e:
-        print(f"trax: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return out.fail(str(e), EXIT_USAGE)
     except (VolumeError, *FS_ERRORS) as e:
-        print(f"trax: error: {e}", file=sys.stderr)
-        return EXIT_FAIL
+        return out.fail(str(e), EXIT_FAIL)
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return out.fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:  # `trax ... | head`: the reader left; that is not our failure
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import os
 import subprocess
@@ -94,7 +93,7 @@ def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
     check_mountpoint(a.mountpoint)
     pidfile = Path(a.pidfile) if a.pidfile else _pidfile(reg, a.mountpoint)
     if a.foreground:
-        return _serve_foreground(a, reg, pidfile)
+        return _serve_foreground(a, reg, pidfile, out)
     logfile = Path(a.log) if a.log else pidfile.with_suffix(".log")
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     pidfile.unlink(missing_ok=True)
@@ -132,7 +131,7 @@ def _log_since(logfile: Path, start: int, lines: int = 5) -> str:
     return " / ".join(tail) or "the server exited without a message"
 
 
-def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> None:
+def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path, out) -> None:
     from traxfs.fs.mount import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -148,7 +147,9 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
             tmp.write_text(f"{os.getpid()}\n")
             os.replace(tmp, pf)
         log.info("%s mounted on %s (pid %d)", a.target, a.mountpoint, os.getpid())
-        print(f"{a.target} mounted on {a.mountpoint}", flush=True)
+        out.emit({"target": a.target, "mountpoint": a.mountpoint, "pid": os.getpid()},
+                 lambda: f"{a.target} mounted on {a.mountpoint}")
+        sys.stdout.flush()
 
     try:
         with open_target(reg, a.target, partial=a.partial) as (dev, info):
@@ -236,8 +237,7 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
             finally:
                 fs.close()
     except FS_ERRORS + (VolumeError,) as e:
-        print(f"trax fsck: {e}", file=sys.stderr)
-        return EXIT_OPERATIONAL
+        return out.fail(str(e), EXIT_OPERATIONAL, prefix="trax fsck: ")
 
     def text() -> str:
         lines = [f"{a.target}: {rep.counts['inodes']} inodes, {rep.counts['entries']} entries, "
@@ -248,10 +248,7 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
                      "errors corrected" if rep.exit_code == 1 else "errors left uncorrected")
         return "\n".join(lines)
 
-    if a.json:
-        print(json.dumps(rep.as_dict(), indent=2, sort_keys=True))
-    else:
-        print(text())
+    out.emit(rep.as_dict(), text)
     return rep.exit_code
 
 
