@@ -16,12 +16,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import test_fs_tools
 from test_fs_tools import FUSERMOUNT, MiB, Rig, alive, wait_gone
 
+from traxfs.fs.status_files import FRESH
 from traxfs.tools.cli import main
 from traxfs.tools.mounts import find_mount
 
@@ -137,4 +140,49 @@ def test_expose_refuses_a_busy_mount_point_and_keeps_nothing_locked(rig: Rig) ->
     assert r.returncode == 1 and f"{mp}: something is already mounted there (fuse.traxfs" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     rig.ok("lv", "remove", "vg0/lv")  # the group was left unlocked
+    rig.ok("umount", mp)
+
+
+def test_status_files_are_as_long_as_what_a_read_returns(rig: Rig) -> None:
+    """st_size of every /.trax file is the number of bytes a read then returns, whole JSON:
+    stat then read st_size bytes (Spark), open then fstat, `stat; cat` in a shell, cat alone,
+    two readers interleaved, and a reader in a loop sees fresh contents."""
+    rig.mkfs()
+    mp = rig.mountpoint()
+    rig.mount(mp)
+    trax_dir = mp / ".trax"
+    for name in sorted(os.listdir(trax_dir)):
+        path = trax_dir / name
+        size = os.stat(path).st_size  # stat, then open and read exactly st_size bytes
+        assert size > 0, name
+        with open(path, "rb", buffering=0) as f:
+            data = f.read(size)
+            assert f.read(1) == b"", f"{name}: more bytes than st_size {size}"
+            assert os.fstat(f.fileno()).st_size == size
+        assert len(data) == size and json.loads(data) is not None, name
+        with open(path, "rb", buffering=0) as f:  # open, then fstat, then read st_size bytes
+            size = os.fstat(f.fileno()).st_size
+            assert len(f.read(size + 4096)) == size, name
+        out = subprocess.run(["sh", "-c", 'stat -c %s "$1"; cat "$1"', "sh", str(path)], capture_output=True,
+                             check=True).stdout
+        told, _, body = out.partition(b"\n")
+        assert int(told) == len(body) and json.loads(body) is not None, (name, told, len(body))
+        body = subprocess.run(["cat", str(path)], capture_output=True, check=True).stdout
+        assert json.loads(body) is not None, name
+    path = trax_dir / "filesystem.json"
+    first = os.stat(path).st_size  # reader 1 is told a size ...
+    other = subprocess.run([sys.executable, "-c", "import json, os, sys; p = sys.argv[1]; s = os.stat(p).st_size; "
+                            "d = open(p, 'rb').read(); assert len(d) == s, (len(d), s); "
+                            "print(json.loads(d)['transactions'])", str(path)], capture_output=True, text=True)
+    assert other.returncode == 0, other.stderr  # ... reader 2 stats and reads in between ...
+    (mp / "between").write_bytes(b"x")  # ... the filesystem changes, time passes ...
+    time.sleep(FRESH + 0.2)
+    with open(path, "rb") as f:  # ... and reader 1 reads what it was told the size of
+        data = f.read()
+    assert len(data) == first and json.loads(data)["transactions"] == int(other.stdout), (first, data)
+    seen = []
+    for i in range(3):  # a reader in a loop, with a change in between, sees each change at once
+        seen.append(json.loads(path.read_bytes())["transactions"])
+        (mp / f"new{i}").write_bytes(b"x")
+    assert seen[0] < seen[1] < seen[2], f"a reader in a loop saw stale contents: {seen}"
     rig.ok("umount", mp)
