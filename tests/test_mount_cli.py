@@ -26,7 +26,9 @@ from test_fs_tools import FUSERMOUNT, MiB, Rig, alive, wait_gone
 
 from traxfs.fs.status_files import FRESH
 from traxfs.tools.cli import main
-from traxfs.tools.mounts import find_mount
+from traxfs.tools.fs_commands import _pidfile_server
+from traxfs.tools.mounts import find_mount, fuse_servers
+from traxfs.volume.registry import Registry
 
 pytestmark = pytest.mark.timeout(90)
 rig = test_fs_tools.rig  # the fixture: a home, images and mount points that teardown clears
@@ -67,6 +69,10 @@ def test_a_path_never_becomes_a_mount_option(rig: Rig, name: str) -> None:
     rig.mkfs(image)
     mp = rig.mountpoint(os.fsdecode(b"mnt " + os.fsencode(name)))
     pid = rig.mount(mp, image=image)
+    entry = find_mount(str(mp))
+    assert entry is not None and entry.is_traxfs
+    # both ways trax umount finds the server: the kernel's FUSE connection, and this home's pidfile
+    assert fuse_servers(entry) == {pid} and _pidfile_server(Registry(rig.home), str(mp)) == {pid}
     source, options = mount_line(mp)
     assert b"allow_other" not in options.split(b","), options
     assert source == b"traxfs:" + kernel_escape(os.fsencode(str(image))), source
