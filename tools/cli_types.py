@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 from traxfs.tools.sizes import parse_size
 from traxfs.volume.errors import UsageError
 from traxfs.volume.model import check_name
 
+N = TypeVar("N", int, float)
 SIZE_HELP = "a size such as 64M or 1G: suffixes K M G T P, powers of 1024"
 
 
@@ -35,34 +37,27 @@ def size(text: str) -> int:
     return value
 
 
-def seconds(lo: float, hi: float) -> Callable[[str], float]:
-    """A duration in seconds within [lo, hi]."""
-
-    def parse(text: str) -> float:
+def _within(convert: Callable[[str], N], lo: float, hi: float, what: str, accepted: str) -> Callable[[str], N]:
+    def parse(text: str) -> N:
         try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
             value = math.nan
-        if not lo <= value <= hi:  # also refuses nan and inf
-            raise argparse.ArgumentTypeError(f"invalid duration {text!r}: give seconds from {lo:g} to {hi:g}")
+        if not lo <= value <= hi:  # also refuses nan (and inf past a finite bound)
+            raise argparse.ArgumentTypeError(f"invalid {what} {text!r}: {accepted}")
         return value
 
     return parse
+
+
+def seconds(lo: float, hi: float) -> Callable[[str], float]:
+    """A duration in seconds within [lo, hi]."""
+    return _within(float, lo, hi, "duration", f"give seconds from {lo:g} to {hi:g}")
 
 
 def count(lo: int) -> Callable[[str], int]:
     """A whole number of at least ``lo``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = lo - 1
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"invalid number {text!r}: give a whole number of at least {lo}")
-        return value
-
-    return parse
+    return _within(int, lo, math.inf, "number", f"give a whole number of at least {lo}")
 
 
 def name(kind: str) -> Callable[[str], str]:
