@@ -97,15 +97,17 @@ def _check_name(name: bytes) -> None:
 class FileSystem:
     # ----- creating and opening -----------------------------------------------------------------
     @staticmethod
-    def mkfs(dev, *, log_size: int | None = None, label: str = "") -> str:
+    def mkfs(dev, *, log_size: int | None = None, label: str = "", where: str = "") -> str:
         """Format ``dev`` (an open volume or image device) with an empty filesystem; returns
-        its UUID. Everything on the device is lost."""
+        its UUID. Everything on the device is lost. Errors name ``where`` (default: the
+        device's path)."""
+        where = where or getattr(dev, "path", "traxfs")
         if len(label.encode()) > 32:
-            raise ValueError(f"label {label!r} is longer than 32 bytes")
+            raise ValueError(f"{where}: label {label!r} is longer than 32 bytes")
         if log_size is None:
             log_size = min(256 << 20, max(16 << 20, dev.size // 16))
-        Engine.format(dev, log_size=log_size, name=getattr(dev, "path", "traxfs"))
-        eng = Engine.open(dev, name=getattr(dev, "path", "traxfs"))
+        Engine.format(dev, log_size=log_size, name=where)
+        eng = Engine.open(dev, name=where)
         try:
             tx = eng.begin()
             trees, sb = create_trees(eng, tx, label)
@@ -133,6 +135,8 @@ class FileSystem:
         The engine is first opened on an :class:`OverlayDevice` (recovery included, nothing
         written to ``dev``) to check that it holds a healthy filesystem: a refused open, a
         foreign or damaged device, changes nothing."""
+        if not 0 < commit_interval < float("inf"):  # the flusher waits commit_interval / 2 per round
+            raise ValueError(f"commit interval must be a positive number of seconds (got {commit_interval})")
         where = where or getattr(dev, "path", None) or repr(dev)
         probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
         try:

@@ -24,8 +24,9 @@ The lookup count the kernel keeps for each inode (and every open handle) is pass
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
 file alive.
 
-Virtual entries of the root: ``/.trax`` (status JSON, read-only, regenerated at each open) and
-``/.snapshots`` (reserved: empty until snapshots arrive; ``mkdir`` there is refused).
+Virtual entries of the root: ``/.trax`` (status JSON, read-only; each reader reads the bytes
+whose size its ``stat`` reported, see ``traxfs.fs.status_files``) and ``/.snapshots``
+(reserved: empty until snapshots arrive; ``mkdir`` there is refused).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from traxfs.fs.engine import nowait
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.records import Inode
+from traxfs.fs.status_files import StatusSnapshots, reader_of
 
 log = logging.getLogger("traxfs.fs")
 
@@ -55,6 +57,7 @@ TRAX_DIR = VIRTUAL_BASE
 SNAP_DIR = VIRTUAL_BASE + 1
 STATUS_FILES = ("engine.json", "log.json", "buffer.json", "data.json", "filesystem.json", "volume.json")
 STATUS_INO = {name: VIRTUAL_BASE + 16 + i for i, name in enumerate(STATUS_FILES)}
+STATUS_NAME = {ino: name for name, ino in STATUS_INO.items()}
 CAPS = b"security.capability"
 SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, EntryAttributes field
     ("update_mode", "mode", "st_mode"), ("update_uid", "uid", "st_uid"), ("update_gid", "gid", "st_gid"),
@@ -74,8 +77,9 @@ class TraxOperations(pyfuse3.Operations):
         self.volume_info = volume_info or (lambda: {})
         self._fh = itertools.count(1)
         self._open: dict[int, int] = {}  # fh -> ino
-        self._status: dict[int, bytes] = {}  # fh -> status file contents (fixed at open)
+        self._status = StatusSnapshots()  # the bytes each reader of a /.trax file is to see
         self._dirs: dict[int, int] = {}  # directory fh -> ino
+        self._dir_readers: dict[int, int] = {}  # directory fh -> the process that opened it
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
         self._mounted_ns = time.time_ns()
         self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
@@ -130,9 +134,24 @@ class TraxOperations(pyfuse3.Operations):
         t = self._mounted_ns
         if ino in (TRAX_DIR, SNAP_DIR):
             return Inode(ino, stat.S_IFDIR | 0o555, 0, 0, 2, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t)
-        if ino in STATUS_INO.values():
-            return Inode(ino, stat.S_IFREG | 0o444, 0, 0, 1, size=0, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t)
         raise pyfuse3.FUSEError(errno.ENOENT)
+
+    async def _status_of(self, name: str, reader: int) -> bytes:
+        """The bytes of status file ``name`` that ``reader`` is to see (made now if need be)."""
+        data = self._status.known(name, reader)
+        if data is None:
+            data = self._status.made(name, reader, await trio.to_thread.run_sync(self._status_bytes, name))
+        return data
+
+    async def _status_entry(self, name: str, reader: int) -> pyfuse3.EntryAttributes:
+        """A status file's attributes: its size is that of the snapshot ``reader`` will read,
+        and the kernel must not cache them (attribute timeout 0: it asks at every stat)."""
+        t = self._mounted_ns
+        data = await self._status_of(name, reader)
+        a = self._entry(Inode(STATUS_INO[name], stat.S_IFREG | 0o444, 0, 0, 1, size=len(data), atime_ns=t,
+                              mtime_ns=t, ctime_ns=t, crtime_ns=t))
+        a.attr_timeout = 0
+        return a
 
     def _referenced(self, node: Inode) -> pyfuse3.EntryAttributes:
         """An entry the kernel will hold a lookup reference to."""
@@ -157,10 +176,10 @@ class TraxOperations(pyfuse3.Operations):
                 if name == vname:
                     return self._entry(self._virtual(vino))
         if parent_inode == TRAX_DIR:
-            ino = STATUS_INO.get(name.decode(errors="replace"))
-            if ino is None:
+            text = name.decode(errors="replace")
+            if text not in STATUS_INO:
                 raise pyfuse3.FUSEError(errno.ENOENT)
-            return self._entry(self._virtual(ino))
+            return await self._status_entry(text, reader_of(ctx.pid))
         if parent_inode >= VIRTUAL_BASE:
             if name == b"..":
                 return self._entry(await self._read(self.fs.getattr, ROOT_INO))
@@ -177,6 +196,8 @@ class TraxOperations(pyfuse3.Operations):
                 await self._run(self.fs.unref, ino, n)
 
     async def getattr(self, inode, ctx=None):
+        if inode in STATUS_NAME:
+            return await self._status_entry(STATUS_NAME[inode], reader_of(ctx.pid))
         if inode >= VIRTUAL_BASE:
             return self._entry(self._virtual(inode))
         return self._entry(await self._read(self.fs.getattr, inode))
@@ -229,10 +250,12 @@ class TraxOperations(pyfuse3.Operations):
         if inode >= VIRTUAL_BASE:
             if flags & (os.O_WRONLY | os.O_RDWR):
                 raise pyfuse3.FUSEError(errno.EACCES)
-            name = next((n for n, i in STATUS_INO.items() if i == inode), None)
+            name = STATUS_NAME.get(inode)
             if name is None:
                 raise pyfuse3.FUSEError(errno.EISDIR)
-            self._status[fh] = await trio.to_thread.run_sync(self._status_bytes, name)
+            reader = reader_of(ctx.pid)
+            while not self._status.opened(fh, name, reader):
+                await self._status_of(name, reader)
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
         node = await self._read(self.fs.getattr, inode)
         if node.is_dir:
@@ -253,8 +276,9 @@ class TraxOperations(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._referenced(node)
 
     async def read(self, fh, off, size):
-        if fh in self._status:
-            return self._status[fh][off : off + size]
+        data = self._status.read(fh)
+        if data is not None:
+            return data[off : off + size]
         return await self._run(self.fs.read, self._open[fh], off, size)
 
     async def write(self, fh, off, buf):
@@ -264,13 +288,13 @@ class TraxOperations(pyfuse3.Operations):
         return None
 
     async def release(self, fh):
-        if self._status.pop(fh, None) is not None:
+        if self._status.released(fh):
             return
         ino = self._open.pop(fh)
         await self._run(self.fs.unref, ino)
 
     async def fsync(self, fh, datasync):
-        if fh in self._status:
+        if self._status.read(fh) is not None:
             return
         await self._run(self.fs.fsync, self._open[fh], bool(datasync))
 
@@ -284,6 +308,7 @@ class TraxOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         fh = next(self._fh)
         self._dirs[fh] = inode
+        self._dir_readers[fh] = reader_of(ctx.pid)
         return fh
 
     async def readdir(self, fh, start_id, token):
@@ -291,7 +316,7 @@ class TraxOperations(pyfuse3.Operations):
         if ino == TRAX_DIR:
             for i, name in enumerate(STATUS_FILES):
                 if i + 1 > start_id and not pyfuse3.readdir_reply(
-                        token, name.encode(), self._entry(self._virtual(STATUS_INO[name])), i + 1):
+                        token, name.encode(), await self._status_entry(name, self._dir_readers[fh]), i + 1):
                     return
             return
         if ino == SNAP_DIR:
@@ -317,6 +342,7 @@ class TraxOperations(pyfuse3.Operations):
 
     async def releasedir(self, fh):
         self._dirs.pop(fh, None)
+        self._dir_readers.pop(fh, None)
 
     async def fsyncdir(self, fh, datasync):
         if self._dirs[fh] < VIRTUAL_BASE:

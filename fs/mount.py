@@ -20,6 +20,7 @@ import trio
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.fuse_loop import serve_loop
 from traxfs.fs.fuse_ops import TraxOperations
+from traxfs.fs.fuse_options import mount_options
 
 log = logging.getLogger("traxfs.fs")
 
@@ -27,21 +28,20 @@ MIN_TASKS, MAX_TASKS = 8, 64
 _one_session = threading.Lock()
 
 
-def serve(dev, mountpoint: str, *, source: str = "traxfs", allow_other: bool = False,
+def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,
           commit_interval: float = 1.0, volume_info: Callable[[], dict] | None = None,
           ready: Callable[[], None] | None = None) -> None:
     """Mount the filesystem on ``dev`` at ``mountpoint`` and serve until unmounted.
-    ``ready()`` runs once the mount is live. One mount per process (pyfuse3's rule)."""
+    ``source`` is what the mount table shows; ``where`` names the filesystem in messages
+    (default: ``source``). ``ready()`` runs once the mount is live. One mount per process
+    (pyfuse3's rule)."""
     if not _one_session.acquire(blocking=False):
         raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
     try:
-        fs = FileSystem.open(dev, commit_interval=commit_interval, where=source)
+        fs = FileSystem.open(dev, commit_interval=commit_interval, where=where or source)
         try:
             ops = TraxOperations(fs, volume_info)
-            options = set(pyfuse3.default_options) | {f"fsname={source}", "subtype=traxfs"}
-            if allow_other:
-                options.add("allow_other")
-            pyfuse3.init(ops, mountpoint, options)
+            pyfuse3.init(ops, mountpoint, mount_options(source, "traxfs", allow_other=allow_other))
             try:
                 on_signals = threading.current_thread() is threading.main_thread()
                 trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS, MAX_TASKS)

@@ -23,7 +23,7 @@ MiB = 1 << 20
 
 def trax(*args: str, home: Path, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), *args],
-                          capture_output=True, text=True, check=check, timeout=timeout)
+                          capture_output=True, text=True, errors="surrogateescape", check=check, timeout=timeout)
 
 
 def is_mounted(mp: Path) -> bool:

@@ -6,6 +6,7 @@ hashing every device image and the device list before and after.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from traxfs.tools.cli import build_parser, main
+from traxfs.tools.cli_types import size
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parent.parent
@@ -81,9 +83,25 @@ BAD = [
     (["lv", "create", "vg0/x", "--size", "1M", "--layout", "striped", "--stripes", "9"], 1, "9 stripes"),
     (["lv", "create", "vg0/x", "--size", "10G"], 1, "not enough free extents"),
     (["lv", "create", "vg0/data", "--size", "1M"], 1, "already has"),
-    (["lv", "create", "vg0/-bad", "--size", "1M"], 1, "invalid logical volume name"),
-    (["lv", "create", "vg0/" + "n" * 300, "--size", "1M"], 1, "invalid logical volume name"),
-    (["lv", "create", "vg0/x", "--size", "0"], 1, "size must be positive"),
+    # malformed names, sizes and numbers are usage errors (2), found before anything runs
+    (["lv", "create", "vg0/-bad", "--size", "1M"], 2, "invalid logical volume name"),
+    (["lv", "create", "vg0/" + "n" * 300, "--size", "1M"], 2, "invalid logical volume name"),
+    (["lv", "create", "vg0/x", "--size", "0"], 2, "a size must be positive"),
+    (["lv", "create", "vg0/x", "--size=-1M"], 2, "invalid size"),
+    (["lv", "create", "vg0/x", "--size", "1M", "--stripes", "0"], 2, "at least 1"),
+    (["lv", "rename", "vg0/data", "a/b"], 2, "invalid logical volume name"),
+    (["lv", "expose", "vg0/data", "{tmp}", "--name", "a/b"], 2, "invalid file name"),
+    (["vg", "create", "-x", "d.img"], 2, "the following arguments are required"),
+    (["vg", "create", "x y", "d.img"], 2, "invalid volume group name"),
+    (["pv", "create", "{tmp}/new.img", "--cylinders-per-zone", "4"], 2, "applies to simulated disks"),
+    (["pv", "create", "{tmp}/new.img", "--model", "atlas10k3", "--cylinders-per-zone", "0"], 2, "at least 1"),
+    (["mount", "vg0/data", "{tmp}", "--commit-interval", "0"], 2, "give seconds from 0.01 to 3600"),
+    (["mount", "vg0/data", "{tmp}", "--commit-interval", "-1"], 2, "give seconds from 0.01 to 3600"),
+    (["mount", "vg0/data", "{tmp}", "--commit-interval", "inf"], 2, "give seconds from 0.01 to 3600"),
+    (["umount", "{tmp}", "--timeout", "nan"], 2, "invalid duration"),
+    # lv expose refuses a mount point it cannot use, before it locks or opens anything
+    (["lv", "expose", "vg0/data", "{tmp}/missing"], 1, "{tmp}/missing: mount point does not exist"),
+    (["lv", "expose", "vg0/data", "{tmp}/d0.img"], 1, "{tmp}/d0.img: mount point is not a directory"),
     (["lv", "create", "vg0/x", "--size", "4M", "--layout", "striped", "--mirror", "--stripes", "3"], 1,
      "needs 6 devices"),
     (["lv", "extend", "vg0/data", "--size", "4M"], 1, "shrinking"),
@@ -91,7 +109,7 @@ BAD = [
     (["lv", "resync", "vg0/data"], 1, "not a mirror"),
     (["vg", "create", "vg1", "/nonexistent/disk.img"], 1, "/nonexistent/disk.img"),
     (["vg", "show", "nosuch"], 1, "no volume group named 'nosuch'"),
-    (["vg", "rename", "vg0", "bad/name"], 1, "invalid volume group name"),
+    (["vg", "rename", "vg0", "bad/name"], 2, "invalid volume group name"),
     (["vg", "create", "vg0", "/dev/null"], 1, "already exists"),
     (["vg", "create", "vg1", "--extent-size", "3M", "x"], 1, "extent size"),
     (["pv", "remove", "/nonexistent"], 1, "/nonexistent"),
@@ -104,9 +122,9 @@ def test_bad_input_changes_nothing(group: tuple[Path, list[str]], tmp_path: Path
                                    message: str) -> None:
     home, _ = group
     before = state(tmp_path)
-    p = trax(home, *args)
+    p = trax(home, *(a.format(tmp=tmp_path) for a in args))
     assert p.returncode == code, (p.stdout, p.stderr)
-    assert message in p.stderr
+    assert message.format(tmp=tmp_path) in p.stderr
     assert "Traceback" not in p.stderr
     assert state(tmp_path) == before
 
@@ -132,3 +150,83 @@ def test_every_command_has_a_man_page_and_help() -> None:
         for action in actions:
             assert re.search(rf"\b{action}\b", page), f"trax-{name} page does not describe {action}"
             assert trax(Path("/nonexistent-home"), name, action, "--help").returncode == 0
+
+
+def test_vg_lv_or_path_is_decided_by_what_exists(group: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """``A/B`` is a path when it exists (or, for mkfs --size, when its folder does), a volume
+    when group A is known; both is ambiguous (exit 2, saying how to write the path)."""
+    home, _ = group
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), *args],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+    (tmp_path / "t").mkdir()
+    r = run("--json", "mkfs", "t/new.img", "--size", "64M")  # no group t: a new image file in ./t
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kind"] == "image file" and (tmp_path / "t" / "new.img").stat().st_size == 64 << 20
+    (tmp_path / "vg0").mkdir()
+    before = state(tmp_path)
+    r = run("mkfs", "vg0/new.img", "--size", "64M")
+    assert r.returncode == 2 and "'./vg0/new.img' for the path" in r.stderr, r.stderr
+    assert state(tmp_path) == before
+    r = run("mkfs", "nothere/x.img", "--size", "64M")
+    assert r.returncode == 1 and "no volume group named 'nothere'" in r.stderr, r.stderr
+    r = run("--json", "mkfs", "./vg0/new.img", "--size", "64M")
+    assert r.returncode == 0 and json.loads(r.stdout)["kind"] == "image file", r.stderr
+    r = run("--json", "mkfs", "vg0/data", "--log-size", "4M")  # no file vg0/data: the volume
+    assert r.returncode == 0 and json.loads(r.stdout)["kind"] == "logical volume", r.stderr
+
+
+def test_every_argument_says_what_it_takes() -> None:
+    """--help explains each argument and option, and every size option says which sizes it takes."""
+
+    def walk(parser: argparse.ArgumentParser, path: str):
+        for action in parser._actions:  # noqa: SLF001 - argparse has no public walk
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                for name, sub in action.choices.items():
+                    yield from walk(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction | argparse._VersionAction):  # noqa: SLF001
+                yield path, action
+
+    missing, sizes = [], []
+    for path, action in walk(build_parser(), "trax"):
+        what = f"{path} {'/'.join(action.option_strings) or action.dest}"
+        if not action.help:
+            missing.append(what)
+        if action.type is size and "K M G T" not in action.help and "power of two" not in action.help:
+            sizes.append(what)
+    assert not missing, f"arguments without help: {missing}"
+    assert not sizes, f"size options that do not say which sizes they take: {sizes}"
+
+
+def test_json_anywhere_for_every_change_and_every_error(group: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """--json is accepted after the command as well as before it; every command that changes
+    something prints one JSON document; an error prints {"error", "exit_code"} on stdout (and
+    the sentence on stderr)."""
+    home, disks = group
+    extra = [str(tmp_path / f"e{i}.img") for i in range(2)]
+
+    def doc(*args: str) -> object:
+        p = trax(home, *args, "--json")
+        assert p.returncode == 0, (args, p.stderr)
+        return json.loads(p.stdout)
+
+    assert [d["device"] for d in doc("pv", "create", *extra, "--size", "32M")] == extra
+    assert doc("vg", "create", "vg1", extra[0])["vg"] == "vg1"
+    assert doc("vg", "extend", "vg1", extra[1])["devices"] == [extra[1]]
+    assert doc("lv", "create", "vg1/a", "--size", "8M")["name"] == "a"
+    assert doc("lv", "extend", "vg1/a", "--size", "16M")["size"] == 16 << 20
+    assert doc("lv", "rename", "vg1/a", "b")["lv"] == "b"
+    assert doc("vg", "rename", "vg1", "vg2")["vg"] == "vg2"
+    assert doc("lv", "remove", "vg2/b") == {"vg": "vg2", "lv": "b", "message": "logical volume vg2/b removed"}
+    assert doc("vg", "remove", "vg2")["vg"] == "vg2"
+    assert doc("pv", "remove", extra[0])["device"] == extra[0]
+    assert doc("vg", "repair", "vg0") == {"repaired": []}
+    for args, code, words in ((["lv", "remove", "vg0/nothere"], 1, "no logical volume"),
+                              (["lv", "create", "vg0/x", "--size", "10Q"], 2, "invalid size"),
+                              (["frobnicate"], 2, "invalid choice")):
+        p = trax(home, *args, "--json")
+        assert p.returncode == code, p.stderr
+        err = json.loads(p.stdout)
+        assert err["exit_code"] == code and words in err["error"] and words in p.stderr, (p.stdout, p.stderr)

@@ -305,7 +305,12 @@ def _damaged_fs_superblock_record(image: Path) -> None:
     dev.close()
 
 
+def _empty(image: Path) -> None:
+    image.write_bytes(b"")
+
+
 REFUSED = [
+    pytest.param(_empty, "too small to hold a traxfs filesystem (0 bytes)", id="empty"),
     pytest.param(_damaged_engine_superblock, "superblock checksum mismatch", id="damaged-engine-superblock"),
     pytest.param(_random_bytes, "no traxfs engine superblock", id="random-bytes"),
     pytest.param(_zeros, "no traxfs engine superblock", id="zeros"),
@@ -321,13 +326,13 @@ def test_mount_and_fsck_refuse_what_is_not_a_healthy_traxfs(rig: Rig, make, mess
     mp = rig.mountpoint()
     r = rig.run("mount", rig.image, mp, "--log", rig.tmp / "server.log")
     assert r.returncode == 1, (r.stdout, r.stderr)
-    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr and "overlay" not in r.stderr, r.stderr
     assert f"mount of {rig.image}" in r.stderr
     assert not os.path.ismount(mp)
     changed = [] if sha256(rig.image) == before else ["mount"]
     r = rig.run("fsck", rig.image)
     assert r.returncode == 8, (r.stdout, r.stderr)
-    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr and "overlay" not in r.stderr, r.stderr
     if not changed and sha256(rig.image) != before:
         changed.append("fsck")
     expect(not changed, f"refused {' and '.join(changed)} changed the image")
@@ -365,6 +370,21 @@ def test_mkfs_refuses_an_engine_of_another_use_without_force(rig: Rig) -> None:
     assert sha256(rig.image) == before
 
 
+def test_mkfs_never_ignores_size(rig: Rig) -> None:
+    """--size over a larger existing image is refused (mkfs does not shrink); a grown image goes
+    back to its size when mkfs is refused after growing it."""
+    with open(rig.image, "wb") as f:
+        f.truncate(2 * SIZE)
+    r = rig.run("mkfs", rig.image, "--size", str(SIZE), "--force")
+    assert r.returncode == 1 and "does not shrink" in r.stderr, r.stderr
+    assert rig.image.stat().st_size == 2 * SIZE
+    r = rig.run("mkfs", rig.image, "--size", str(4 * SIZE), "--force", "--label", "L" * 33)
+    assert r.returncode == 1 and "longer than 32 bytes" in r.stderr, r.stderr
+    assert rig.image.stat().st_size == 2 * SIZE
+    doc = json.loads(rig.ok("--json", "mkfs", rig.image, "--size", str(4 * SIZE), "--force").stdout)
+    assert doc["size"] == rig.image.stat().st_size == 4 * SIZE
+
+
 def test_refused_mkfs_with_size_leaves_the_image_alone(rig: Rig) -> None:
     rig.mkfs()
     before = sha256(rig.image)
@@ -375,6 +395,8 @@ def test_refused_mkfs_with_size_leaves_the_image_alone(rig: Rig) -> None:
 
 
 MKFS_BAD = [
+    (["mkfs", "{tmp}/x.img", "--size", "64M", "--label", "L" * 33], 1, "longer than 32 bytes"),
+    (["mkfs", "{tmp}/x.img", "--size", "64M", "--log-size", "1G"], 1, "too small for a 1073741824-byte log"),
     (["mkfs", "{tmp}/missing.img"], 1, "no such device or image file"),
     (["mkfs", "{tmp}/no/such/dir.img", "--size", "64M"], 1, "cannot open image file"),
     (["mkfs", "{tmp}/tiny.img", "--size", "1M"], 1, "too small"),
@@ -387,9 +409,11 @@ MKFS_BAD = [
 
 @pytest.mark.parametrize(("args", "code", "message"), MKFS_BAD, ids=[" ".join(a)[:40] for a, _, _ in MKFS_BAD])
 def test_bad_targets_are_refused_with_a_message(rig: Rig, args: list[str], code: int, message: str) -> None:
-    r = rig.run(*(a.format(tmp=rig.tmp) for a in args))
+    args = [a.format(tmp=rig.tmp) for a in args]
+    r = rig.run(*args)
     assert r.returncode == code, (r.stdout, r.stderr)
     assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert f"{args[1]}: {args[1]}:" not in r.stderr, f"the path is said twice: {r.stderr}"
     assert not os.path.ismount(rig.tmp)
 
 
@@ -398,9 +422,9 @@ def test_mountpoint_must_be_an_unmounted_directory(rig: Rig) -> None:
     rig.mkfs()
     before = sha256(rig.image)
     (rig.tmp / "file").write_text("")
-    for target in (rig.tmp / "file", rig.tmp / "nonexistent"):
+    for target, why in ((rig.tmp / "file", "is not a directory"), (rig.tmp / "nonexistent", "does not exist")):
         r = rig.run("mount", rig.image, target)
-        assert r.returncode == 1 and f"{target}: mount point is not a directory" in r.stderr, r.stderr
+        assert r.returncode == 1 and f"{target}: mount point {why}" in r.stderr, r.stderr
     mp = rig.mountpoint()
     r = rig.run("umount", mp)
     assert r.returncode == 1 and f"{mp}: not mounted" in r.stderr, r.stderr
@@ -440,18 +464,19 @@ def test_a_mounted_filesystem_is_in_use(rig: Rig) -> None:
 
 # ----- how a mount ends ------------------------------------------------------------------------
 UMOUNT_CASES = [
-    pytest.param(False, id="default-pidfile"),
-    pytest.param(True, id="own-pidfile"),
+    pytest.param("default-pidfile", id="default-pidfile"),
+    pytest.param("own-pidfile", id="own-pidfile"),
+    pytest.param("other-home", id="other-home"),  # TRAX_HOME differs: no pidfile to go by
 ]
 
 
-@pytest.mark.parametrize("own_pidfile", UMOUNT_CASES)
-def test_umount_waits_for_the_server_to_exit(rig: Rig, own_pidfile: bool) -> None:
+@pytest.mark.parametrize("case", UMOUNT_CASES)
+def test_umount_waits_for_the_server_to_exit(rig: Rig, case: str) -> None:
     """A fusermount3 wrapper unmounts, then stops the server (SIGSTOP): a umount that waits for
     the server must time out (exit 1, naming the PID); one that does not wait returns 0."""
     rig.mkfs()
     mp = rig.mountpoint()
-    pid = rig.mount(mp, *(["--pidfile", str(rig.tmp / "server.pid")] if own_pidfile else []))
+    pid = rig.mount(mp, *(["--pidfile", str(rig.tmp / "server.pid")] if case == "own-pidfile" else []))
     (mp / "f").write_bytes(os.urandom(MiB))
     bindir = rig.tmp / "bin"
     bindir.mkdir()
@@ -459,8 +484,9 @@ def test_umount_waits_for_the_server_to_exit(rig: Rig, own_pidfile: bool) -> Non
     wrapper.write_text(f'#!/bin/sh\n"{FUSERMOUNT}" "$@" || exit $?\nkill -STOP {pid}\n')
     wrapper.chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    home = rig.tmp / "other-home" if case == "other-home" else rig.home
     try:
-        r = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(rig.home), "umount", str(mp),
+        r = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), "umount", str(mp),
                             "--timeout", "1"], capture_output=True, text=True, timeout=60, env=env)
     finally:
         os.kill(pid, signal.SIGCONT)

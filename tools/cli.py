@@ -13,9 +13,12 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from traxfs import __version__
-from traxfs.tools.sizes import format_size, parse_size
+from traxfs.tools.cli_types import SIZE_HELP, BadUsage, count, file_name, name, size, vg_lv
+from traxfs.tools.mounts import check_mountpoint
+from traxfs.tools.sizes import format_size
 from traxfs.volume.disk.geometry import SECTOR
 from traxfs.volume.disk.profiles import PROFILES, profile, scaled
 from traxfs.volume.errors import UsageError, VolumeError
@@ -30,22 +33,9 @@ from traxfs.volume.scan import pv_create, scan, scan_one
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _vg_lv(text: str) -> tuple[str, str]:
-    vg, sep, lv = text.partition("/")
-    if not sep or not vg or not lv:
-        raise argparse.ArgumentTypeError(f"expected VG/LV, got {text!r}")
-    return vg, lv
-
-
 class Output:
-    """Tables for people, JSON (``--json``) for scripts."""
+    """Tables and sentences for people, JSON (``--json``) for scripts: one JSON document on
+    standard output per command, a result or ``{"error": ..., "exit_code": N}``."""
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
@@ -53,9 +43,30 @@ class Output:
     def emit(self, doc: object, text: Callable[[], str]) -> None:
         print(json.dumps(doc, indent=2, sort_keys=True) if self.as_json else text())
 
-    def message(self, text: str) -> None:
-        if not self.as_json:
-            print(text)
+    def message(self, text: str, **doc: object) -> None:
+        """A command's one-line result: the sentence, or with --json the fields and the sentence."""
+        self.emit({**doc, "message": text}, lambda: text)
+
+    def fail(self, text: str, code: int, prefix: str = "trax: error: ") -> int:
+        """An error: the message on standard error, and with --json also on standard output."""
+        print(f"{prefix}{text}", file=sys.stderr)
+        if self.as_json:
+            print(json.dumps({"error": text, "exit_code": code}, indent=2, sort_keys=True))
+        return code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors handed to :func:`main` (which prints them, as JSON too
+    when asked) instead of exiting from deep inside the parse."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageExit(self, message)
+
+
+class _UsageExit(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -108,15 +119,14 @@ def cmd_pv_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     if a.model is not None:
         model = profile(a.model)
         if a.cylinders_per_zone is not None:
-            if a.cylinders_per_zone < 1:
-                raise UsageError(f"--cylinders-per-zone must be at least 1 (got {a.cylinders_per_zone})")
             model = scaled(model, a.cylinders_per_zone)
     elif a.cylinders_per_zone is not None:
-        raise UsageError("--cylinders-per-zone applies to simulated disks (--model)")
+        raise BadUsage("--cylinders-per-zone applies to simulated disks (--model)")
+    docs, kind = [], f" on a simulated {model.name} disk" if model else ""
     for path in a.devices:
         label = pv_create(reg, path, size=a.size, unit=a.unit, model=model, force=a.force)
-        kind = f" on a simulated {model.name} disk" if model else ""
-        out.message(f"{path}: physical volume {label.pv_uuid} created{kind}")
+        docs.append({"device": path, "pv": label.pv_uuid, "model": model.name if model else None})
+    out.emit(docs, lambda: "\n".join(f"{d['device']}: physical volume {d['pv']} created{kind}" for d in docs))
 
 
 def _pv_geometry(sd) -> dict | None:
@@ -157,7 +167,7 @@ def cmd_pv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
         finally:
             sd.close()
     reg.remove(a.device)
-    out.message(f"{a.device}: label removed")
+    out.message(f"{a.device}: label removed", device=a.device)
 
 
 def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -169,7 +179,7 @@ def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 # ----- vg -------------------------------------------------------------------------------------
 def cmd_vg_create(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     VolumeGroup.create(reg, a.name, a.devices, extent_size=a.extent_size, force=a.force)
-    out.message(f"volume group {a.name} created on {len(a.devices)} device(s)")
+    out.message(f"volume group {a.name} created on {len(a.devices)} device(s)", vg=a.name, devices=a.devices)
 
 
 def _group_state(doc: dict) -> str:
@@ -207,19 +217,19 @@ def cmd_vg_show(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_vg_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name, hold=GROUP) as vg:
         vg.extend(a.devices, force=a.force)
-    out.message(f"volume group {a.name} extended by {len(a.devices)} device(s)")
+    out.message(f"volume group {a.name} extended by {len(a.devices)} device(s)", vg=a.name, devices=a.devices)
 
 
 def cmd_vg_rename(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name, hold=GROUP) as vg:
         vg.rename(a.new_name)
-    out.message(f"volume group {a.name} renamed to {a.new_name}")
+    out.message(f"volume group {a.name} renamed to {a.new_name}", vg=a.new_name, old_name=a.name)
 
 
 def cmd_vg_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name, hold=GROUP) as vg:
         vg.remove(force=a.force)
-    out.message(f"volume group {a.name} removed; its devices are unused physical volumes again")
+    out.message(f"volume group {a.name} removed; its devices are unused physical volumes again", vg=a.name)
 
 
 def cmd_vg_repair(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -231,7 +241,8 @@ def cmd_vg_repair(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_vg_replace(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, a.name, partial=True, hold=GROUP) as vg:
         stale = vg.replace_pv(a.old, a.new, force=a.force)
-    out.message(f"{a.new} replaces {a.old} in {a.name}; resync: {', '.join(stale) or 'nothing'}")
+    out.message(f"{a.new} replaces {a.old} in {a.name}; resync: {', '.join(stale) or 'nothing'}", vg=a.name,
+                old=a.old, new=a.new, resync=stale)
 
 
 # ----- lv -------------------------------------------------------------------------------------
@@ -295,21 +306,22 @@ def cmd_lv_extend(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     with VolumeGroup.open(reg, vg_name) as vg:
         lv = vg.extend_lv(lv_name, a.size)
         size = lv.size
-    out.message(f"logical volume {vg_name}/{lv_name} is now {format_size(size)}")
+    out.message(f"logical volume {vg_name}/{lv_name} is now {format_size(size)}", vg=vg_name, lv=lv_name, size=size)
 
 
 def cmd_lv_rename(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name) as vg:
         vg.rename_lv(lv_name, a.new_name)
-    out.message(f"logical volume {vg_name}/{lv_name} renamed to {a.new_name}")
+    out.message(f"logical volume {vg_name}/{lv_name} renamed to {a.new_name}", vg=vg_name, lv=a.new_name,
+                old_name=lv_name)
 
 
 def cmd_lv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name) as vg:
         vg.remove_lv(lv_name)
-    out.message(f"logical volume {vg_name}/{lv_name} removed")
+    out.message(f"logical volume {vg_name}/{lv_name} removed", vg=vg_name, lv=lv_name)
 
 
 def cmd_lv_resync(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -333,14 +345,20 @@ def cmd_lv_resync(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     from traxfs.tools.expose import serve
 
+    check_mountpoint(a.mountpoint)  # before the group is locked or anything opened
     vg_name, lv_name = a.target
     with VolumeGroup.open(reg, vg_name, partial=a.partial, hold=USE) as vg:
         for w in vg.warnings:
             print(f"warning: {w}", file=sys.stderr)
         lv = vg.open_lv(lv_name)
         path = os.path.join(a.mountpoint, a.name)
-        serve(lv, a.mountpoint, a.name, allow_other=a.allow_other,
-              ready=lambda: print(f"{vg_name}/{lv_name} exposed as {path}", flush=True))
+        doc = {"vg": vg_name, "lv": lv_name, "mountpoint": a.mountpoint, "file": path, "pid": os.getpid()}
+
+        def ready() -> None:
+            out.emit(doc, lambda: f"{vg_name}/{lv_name} exposed as {path}")
+            sys.stdout.flush()
+
+        serve(lv, a.mountpoint, a.name, allow_other=a.allow_other, ready=ready)
 
 
 def cmd_demo(a: argparse.Namespace, reg: Registry, out: Output) -> None:
@@ -350,126 +368,156 @@ def cmd_demo(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 # ----- parser ---------------------------------------------------------------------------------
+DEVICE_HELP = "a block device or an image file"
+JSON_HELP = "print machine-readable JSON (results, and errors as {\"error\": ..., \"exit_code\": N})"
+
+
+def _json_option() -> argparse.ArgumentParser:
+    """``--json`` for every command, before or after its name: the value given anywhere wins
+    (SUPPRESS keeps a sub-parser from resetting the top-level one)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="trax", description="traxfs: volumes, filesystem and tools (see trax(1))")
+    p = _Parser(prog="trax", description="traxfs: volumes, filesystem and tools (see trax(1))")
     p.add_argument("--version", action="version", version=f"traxfs {__version__}")
     p.add_argument("--home", help="traxfs state folder: device list and locks (default $TRAX_HOME, "
                    "/var/lib/traxfs for root, ~/.local/share/traxfs otherwise)")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    common = [_json_option()]
     top = p.add_subparsers(dest="group", required=True, metavar="COMMAND")
 
     def sub(parent: argparse._SubParsersAction, name: str, fn: Callable, help: str) -> argparse.ArgumentParser:
-        q = parent.add_parser(name, help=help, description=help)
+        q = parent.add_parser(name, help=help, description=help, parents=common)
         q.set_defaults(fn=fn)
         return q
 
-    pv = top.add_parser("pv", help="physical volumes: label devices (trax-pv(8))").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
+    def group(name: str, help: str) -> argparse._SubParsersAction:
+        return top.add_parser(name, help=help, description=help, parents=common).add_subparsers(
+            dest="action", required=True, metavar="ACTION")
+
+    vg_name, lv_name = name("volume group"), name("logical volume")
+    pv = group("pv", "physical volumes: label devices (trax-pv(8))")
     q = sub(pv, "create", cmd_pv_create, "label devices (or create sparse image files) as physical volumes")
-    q.add_argument("devices", nargs="+", metavar="DEVICE")
-    q.add_argument("--size", type=_size, help="create image files of this size (e.g. 1G)")
-    q.add_argument("--unit", type=_size, help="flat track unit for devices without geometry (default 256K)")
+    q.add_argument("devices", nargs="+", metavar="DEVICE", help=f"{DEVICE_HELP} (created with --size or --model)")
+    q.add_argument("--size", type=size, help=f"create image files of this size; {SIZE_HELP}")
+    q.add_argument("--unit", type=size, help="flat track unit for devices without geometry (default 256K); "
+                   "a power of two of at least 4K")
     q.add_argument("--model", choices=sorted(PROFILES), help="create simulated disks of this model "
                    "(data in a sparse image, timing from the disk model)")
-    q.add_argument("--cylinders-per-zone", type=int, metavar="K",
+    q.add_argument("--cylinders-per-zone", type=count(1), metavar="K",
                    help="with --model: a smaller disk of the same model, K cylinders in every zone")
     q.add_argument("--force", action="store_true", help="label devices that hold something (a filesystem, a "
                    "traxfs label, another signature), destroying it; never a device in use")
     sub(pv, "list", cmd_pv_list, "list the registered devices and what they hold")
     q = sub(pv, "remove", cmd_pv_remove, "erase an unused physical volume's label")
-    q.add_argument("device")
+    q.add_argument("device", help="the physical volume: " + DEVICE_HELP)
     q = sub(pv, "extract", cmd_pv_extract, "measure a device's geometry (zones, tracks, skews, defects, seek "
             "curve) by timing reads, and record it")
-    q.add_argument("device")
-    q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print machine-readable JSON")
+    q.add_argument("device", help="the physical volume to measure: " + DEVICE_HELP)
 
-    vg = top.add_parser("vg", help="volume groups (trax-vg(8))").add_subparsers(dest="action", required=True,
-                                                                               metavar="ACTION")
+    vg = group("vg", "volume groups (trax-vg(8))")
     q = sub(vg, "create", cmd_vg_create, "create a volume group on devices")
-    q.add_argument("name")
-    q.add_argument("devices", nargs="+", metavar="DEVICE")
-    q.add_argument("--extent-size", type=_size, default=DEFAULT_EXTENT, help="physical extent size (default 4M)")
+    q.add_argument("name", type=vg_name, help="the new group's name (1-64 of A-Z a-z 0-9 _ . + -)")
+    q.add_argument("devices", nargs="+", metavar="DEVICE", help=f"{DEVICE_HELP}, labelled if it is not yet")
+    q.add_argument("--extent-size", type=size, default=DEFAULT_EXTENT,
+                   help="physical extent size, a power of two of at least 1M (default 4M)")
     q.add_argument("--force", action="store_true", help="label devices that hold a filesystem or another "
                    "signature, destroying it; never a device in use or of another group")
     sub(vg, "list", cmd_vg_list, "list volume groups")
     q = sub(vg, "show", cmd_vg_show, "show a volume group, its devices and their state")
-    q.add_argument("name")
+    q.add_argument("name", type=vg_name, help="the volume group")
     q = sub(vg, "extend", cmd_vg_extend, "add devices to a volume group")
-    q.add_argument("name")
-    q.add_argument("devices", nargs="+", metavar="DEVICE")
+    q.add_argument("name", type=vg_name, help="the volume group")
+    q.add_argument("devices", nargs="+", metavar="DEVICE", help=f"{DEVICE_HELP} to add")
     q.add_argument("--force", action="store_true", help="label devices that hold a filesystem or another "
                    "signature, destroying it; never a device in use or of another group")
     q = sub(vg, "rename", cmd_vg_rename, "rename a volume group")
-    q.add_argument("name")
-    q.add_argument("new_name")
+    q.add_argument("name", type=vg_name, help="the volume group")
+    q.add_argument("new_name", type=vg_name, help="its new name")
     q = sub(vg, "remove", cmd_vg_remove, "remove a volume group")
-    q.add_argument("name")
+    q.add_argument("name", type=vg_name, help="the volume group")
     q.add_argument("--force", action="store_true", help="also remove its logical volumes")
     q = sub(vg, "repair", cmd_vg_repair, "rewrite damaged or stale metadata copies from the newest")
-    q.add_argument("name")
+    q.add_argument("name", type=vg_name, help="the volume group")
     q = sub(vg, "replace", cmd_vg_replace, "put a new device in the place of a missing one")
-    q.add_argument("name")
+    q.add_argument("name", type=vg_name, help="the volume group")
     q.add_argument("old", help="the missing device: its last path or its PV uuid")
     q.add_argument("new", help="the replacement device or image file (labelled if needed)")
     q.add_argument("--force", action="store_true", help="label devices that hold a filesystem or another "
                    "signature, destroying it; never a device in use or of another group")
 
-    lv = top.add_parser("lv", help="logical volumes (trax-lv(8))").add_subparsers(dest="action", required=True,
-                                                                                 metavar="ACTION")
+    lv = group("lv", "logical volumes (trax-lv(8))")
+    target = {"type": vg_lv, "metavar": "VG/LV", "help": "the logical volume: its group's name and its own"}
     q = sub(lv, "create", cmd_lv_create, "create a logical volume")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
-    q.add_argument("--size", type=_size, required=True)
-    q.add_argument("--layout", choices=LAYOUTS, default="linear")
-    q.add_argument("--stripes", type=int, help="devices to stripe over (default: all, or half for a mirror)")
-    q.add_argument("--stripe-unit", type=_size, help="stripe unit (striped: default 64K; traxtent: the track)")
+    q.add_argument("target", **{**target, "help": "the new volume: an existing group's name and a new name"})
+    q.add_argument("--size", type=size, required=True, help=f"the volume's size; {SIZE_HELP}")
+    q.add_argument("--layout", choices=LAYOUTS, default="linear", help="how extents map to devices (default linear)")
+    q.add_argument("--stripes", type=count(1), help="devices to stripe over (default: all, or half for a mirror)")
+    q.add_argument("--stripe-unit", type=size, help="stripe unit, a power of two of at least 4K (striped: "
+                   "default 64K; traxtent: the track)")
     q.add_argument("--mirror", action="store_true", help="keep two copies on disjoint devices (RAID-1)")
-    q.add_argument("--pv", action="append", metavar="DEVICE", help="allocate only from these devices")
-    q.add_argument("--zone", type=int, help="zoned layouts: the zone whose tracks the volume uses (default 0, outer)")
+    q.add_argument("--pv", action="append", metavar="DEVICE", help="allocate only from these devices (repeatable)")
+    q.add_argument("--zone", type=count(0), help="zoned layouts: the zone whose tracks the volume uses "
+                   "(default 0, outer)")
     g = q.add_mutually_exclusive_group()
-    g.add_argument("--block-size", type=_size, help="quadrangle: bytes per VLBN, a multiple of 512 (default 4K)")
-    g.add_argument("--vlbn-sectors", type=int, metavar="B", help="quadrangle: sectors per VLBN (b)")
-    q.add_argument("--depth", type=int, metavar="D", help="quadrangle: tracks per quadrangle (default: the "
+    g.add_argument("--block-size", type=size, help="quadrangle: bytes per VLBN, a multiple of 512 (default 4K); "
+                   f"{SIZE_HELP}")
+    g.add_argument("--vlbn-sectors", type=count(1), metavar="B", help="quadrangle: sectors per VLBN (b)")
+    q.add_argument("--depth", type=count(1), metavar="D", help="quadrangle: tracks per quadrangle (default: the "
                    "deepest that is read in one revolution)")
     q.add_argument("--linear", action="store_true", help="quadrangle: default depth from the paper's form "
                    "d*b+(d-1)*H <= N instead of the cyclic d*(b+H) <= N (one revolution whichever block is "
                    "served first)")
     q = sub(lv, "list", cmd_lv_list, "list logical volumes")
-    q.add_argument("vg", nargs="?")
+    q.add_argument("vg", nargs="?", type=vg_name, help="only this volume group's volumes")
     q = sub(lv, "show", cmd_lv_show, "show a logical volume's layout and segments")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
+    q.add_argument("target", **target)
     q = sub(lv, "extend", cmd_lv_extend, "grow a logical volume")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
-    q.add_argument("--size", type=_size, required=True, help="the new total size")
+    q.add_argument("target", **target)
+    q.add_argument("--size", type=size, required=True, help=f"the new total size; {SIZE_HELP}")
     q = sub(lv, "rename", cmd_lv_rename, "rename a logical volume")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
-    q.add_argument("new_name")
+    q.add_argument("target", **target)
+    q.add_argument("new_name", type=lv_name, help="its new name (1-64 of A-Z a-z 0-9 _ . + -)")
     q = sub(lv, "remove", cmd_lv_remove, "remove a logical volume")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
+    q.add_argument("target", **target)
     q = sub(lv, "resync", cmd_lv_resync, "copy a mirror's in-sync leg over its stale leg")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
+    q.add_argument("target", **target)
     q = sub(lv, "expose", cmd_lv_expose, "expose a logical volume as a file through FUSE (for fio, dd, losetup)")
-    q.add_argument("target", type=_vg_lv, metavar="VG/LV")
-    q.add_argument("mountpoint")
-    q.add_argument("--name", default="volume", help="the file's name inside the mount (default: volume)")
+    q.add_argument("target", **target)
+    q.add_argument("mountpoint", help="an existing empty directory to mount on")
+    q.add_argument("--name", type=file_name, default="volume",
+                   help="the file's name inside the mount (default: volume)")
     q.add_argument("--partial", action="store_true", help="run a mirror degraded if a device is missing")
     q.add_argument("--allow-other", action="store_true", help="let other users reach the file")
 
     from traxfs.tools.fs_commands import add_parsers
 
-    add_parsers(top, sub, _size)
+    add_parsers(top, sub)
 
     q = sub(top, "demo", cmd_demo, "the main job: a volume on image files, mkfs, mount, fio and a Spark job "
             "through the mount, unmount, fsck, a report")
     q.add_argument("--workdir", default="work", help="folder for the image files (default ./work)")
-    q.add_argument("--size", type=_size, default=1 << 30, help="size of each of the 4 image files (default 1G)")
-    q.add_argument("--rows", type=int, default=200_000, help="rows per Spark data set (default 200000)")
+    q.add_argument("--size", type=size, default=1 << 30, help=f"size of each of the 4 image files (default 1G); "
+                   f"{SIZE_HELP}")
+    q.add_argument("--rows", type=count(1), default=200_000, help="rows per Spark data set (default 200000)")
     q.add_argument("--volumes", action="store_true", help="first, one volume of each layout driven by fio")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # paths with undecodable bytes are printed as they are
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    a = parser.parse_args(argv)
+    try:
+        a = parser.parse_args(argv)
+    except _UsageExit as e:
+        e.parser.print_usage(sys.stderr)
+        return Output("--json" in argv).fail(str(e), EXIT_USAGE, prefix=f"{e.parser.prog}: error: ")
     out = Output(a.json)
     reg = Registry(a.home)
     from traxfs.tools.fs_commands import FS_ERRORS
@@ -478,11 +526,12 @@ def main(argv: list[str] | None = None) -> int:
         rc = a.fn(a, reg, out)
         if isinstance(rc, int):
             return rc
+    except BadUsage as e:
+        return out.fail(str(e), EXIT_USAGE)
     except (VolumeError, *FS_ERRORS) as e:
-        print(f"trax: error: {e}", file=sys.stderr)
-        return EXIT_FAIL
+        return out.fail(str(e), EXIT_FAIL)
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return out.fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:  # `trax ... | head`: the reader left; that is not our failure
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK

@@ -60,6 +60,7 @@ import pyfuse3
 import trio
 
 from traxfs.fs.fuse_loop import serve_loop
+from traxfs.fs.fuse_options import mount_options
 from traxfs.volume.errors import VolumeError
 from traxfs.volume.logical import OpenLogicalVolume
 
@@ -217,11 +218,8 @@ def serve(lv: OpenLogicalVolume, mountpoint: str, filename: str = "volume", *, a
         raise RuntimeError("this process is already serving a volume (pyfuse3 allows one session)")
     try:
         ops = VolumeFile(lv, filename)
-        options = set(pyfuse3.default_options) | {
-            f"fsname=traxfs:{lv.vg_name}/{lv.name}", "subtype=traxfs"
-        }  # no max_read=: libfuse 3.14 rejects it unless init() sets the same (pyfuse3 cannot)
-        if allow_other:
-            options.add("allow_other")
+        # no max_read=: libfuse 3.14 rejects it unless init() sets the same (pyfuse3 cannot)
+        options = mount_options(f"traxfs:{lv.vg_name}/{lv.name}", "traxfs", allow_other=allow_other)
         pyfuse3.init(ops, mountpoint, options)
         try:
             on_signals = threading.current_thread() is threading.main_thread()

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,9 +21,11 @@ from pathlib import Path
 
 from traxfs.fs.engine.superblock import SuperblockError
 from traxfs.fs.errors import FsError, NotTraxfs
+from traxfs.tools.cli_types import SIZE_HELP, BadUsage, seconds, size
 from traxfs.tools.fs_target import open_target
+from traxfs.tools.mounts import absolute, check_mountpoint, find_mount, fuse_servers, fusermount, probe, shown
 from traxfs.tools.sizes import format_size
-from traxfs.volume.errors import UsageError, VolumeError
+from traxfs.volume.errors import VolumeError
 from traxfs.volume.locks import WRITE_HINT
 from traxfs.volume.overlay import OverlayDevice
 from traxfs.volume.registry import Registry
@@ -35,12 +35,8 @@ FS_ERRORS = (FsError, NotTraxfs, SuperblockError)
 
 
 def _pidfile(reg: Registry, mountpoint: str) -> Path:
-    key = hashlib.sha1(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
+    key = hashlib.sha1(os.fsencode(absolute(mountpoint))).hexdigest()[:16]
     return reg.home / "mounts" / f"{key}.pid"
-
-
-def _fail(msg: str) -> VolumeError:
-    return VolumeError(msg)
 
 
 def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
@@ -52,13 +48,15 @@ def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
             path = None if info["kind"] == "logical volume" else info["target"]
             found = [] if created else identify(dev, a.target, path)
             refuse_unless_forced(a.target, found, a.force)  # nothing is written before this
-            if a.size is not None and not created and dev.size < a.size and hasattr(dev, "fd"):
-                os.ftruncate(dev.fd, a.size)  # grow the existing image only once formatting is decided
-                dev.size = info["size"] = a.size
+            grown_from = _apply_size(a, dev, info) if a.size is not None and not created else None
             try:
-                uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "")
-            except ValueError as e:
-                raise UsageError(f"{a.target}: {e}") from None
+                uid = FileSystem.mkfs(dev, log_size=a.log_size, label=a.label or "", where=a.target)
+            except BaseException as e:
+                if grown_from is not None:  # refused: the image stays as it was
+                    os.ftruncate(dev.fd, grown_from)
+                if isinstance(e, ValueError):  # the size, log size or label do not fit; names the target
+                    raise VolumeError(str(e)) from None
+                raise
             if found:
                 wipe_leftovers(dev, a.target, path)
                 dev.flush()
@@ -68,18 +66,31 @@ def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
         if created:
             Path(a.target).unlink(missing_ok=True)  # a failed mkfs leaves no new image behind
         raise
-    out.emit({"uuid": uid, **info}, lambda: f"{a.target}: traxfs created ({format_size(info['size'])}, "
+    out.emit({"uuid": uid, **info}, lambda: f"{shown(a.target)}: traxfs created ({format_size(info['size'])}, "
              f"uuid {uid})" + (f"; it held: {describe(found)}" if found else ""))
 
 
+def _apply_size(a: argparse.Namespace, dev, info: dict) -> int | None:
+    """``--size`` on an existing target: an image file grows to it (returns its old size, for
+    undoing); a smaller size or another kind of target is refused, changing nothing."""
+    if info["kind"] != "image file":
+        raise BadUsage(f"{shown(a.target)}: --size applies to image files, and this is a {info['kind']}")
+    if a.size < dev.size:
+        raise VolumeError(f"{shown(a.target)}: the image is {format_size(dev.size)}, larger than --size "
+                          f"{format_size(a.size)}; mkfs does not shrink an image: delete it first, or leave out --size")
+    if a.size == dev.size:
+        return None
+    old = dev.size
+    os.ftruncate(dev.fd, a.size)
+    dev.size = info["size"] = a.size
+    return old
+
+
 def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
-    if not os.path.isdir(a.mountpoint):
-        raise UsageError(f"{a.mountpoint}: mount point is not a directory")
-    if os.path.ismount(a.mountpoint):
-        raise UsageError(f"{a.mountpoint}: something is already mounted there")
+    check_mountpoint(a.mountpoint)
     pidfile = Path(a.pidfile) if a.pidfile else _pidfile(reg, a.mountpoint)
     if a.foreground:
-        return _serve_foreground(a, reg, pidfile)
+        return _serve_foreground(a, reg, pidfile, out)
     logfile = Path(a.log) if a.log else pidfile.with_suffix(".log")
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     pidfile.unlink(missing_ok=True)
@@ -90,22 +101,34 @@ def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
     if a.partial:
         argv.append("--partial")
     with open(logfile, "ab") as log:
+        start = log.tell()  # the log is appended to: this attempt's lines begin here
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    what = f"mount of {shown(a.target)} on {shown(a.mountpoint)}"
     deadline = time.monotonic() + a.timeout
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            tail = logfile.read_text(errors="replace").strip().splitlines()[-5:]
-            raise _fail(f"mount of {a.target} on {a.mountpoint} failed: " + " / ".join(tail))
-        if pidfile.exists() and os.path.ismount(a.mountpoint):
+            raise VolumeError(f"{what} failed: {_log_since(logfile, start)}")
+        if pidfile.exists() and find_mount(a.mountpoint) is not None:
             out.emit({"target": a.target, "mountpoint": a.mountpoint, "pid": child.pid, "log": str(logfile)},
-                     lambda: f"{a.target} mounted on {a.mountpoint} (pid {child.pid}, log {logfile})")
+                     lambda: f"{shown(a.target)} mounted on {shown(a.mountpoint)} (pid {child.pid}, "
+                     f"log {shown(str(logfile))})")
             return None
         time.sleep(0.05)
     child.terminate()
-    raise _fail(f"mount of {a.target} on {a.mountpoint}: not live after {a.timeout:g} s (log: {logfile})")
+    raise VolumeError(f"{what}: not live after {a.timeout:g} s (log: {shown(str(logfile))})")
 
 
-def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> None:
+def _log_since(logfile: Path, start: int, lines: int = 5) -> str:
+    """The last ``lines`` lines the server wrote from offset ``start`` on (its own error line
+    without the ``trax: error:`` prefix), joined for a one-line message."""
+    with open(logfile, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "backslashreplace")
+    tail = [line.removeprefix("trax: error: ") for line in text.strip().splitlines()[-lines:]]
+    return " / ".join(tail) or "the server exited without a message"
+
+
+def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path, out) -> None:
     from traxfs.fs.mount import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -121,11 +144,13 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
             tmp.write_text(f"{os.getpid()}\n")
             os.replace(tmp, pf)
         log.info("%s mounted on %s (pid %d)", a.target, a.mountpoint, os.getpid())
-        print(f"{a.target} mounted on {a.mountpoint}", flush=True)
+        out.emit({"target": a.target, "mountpoint": a.mountpoint, "pid": os.getpid()},
+                 lambda: f"{a.target} mounted on {a.mountpoint}")
+        sys.stdout.flush()
 
     try:
         with open_target(reg, a.target, partial=a.partial) as (dev, info):
-            serve(dev, a.mountpoint, source=f"traxfs:{a.target}", allow_other=a.allow_other,
+            serve(dev, a.mountpoint, source=f"traxfs:{info['target']}", where=a.target, allow_other=a.allow_other,
                   commit_interval=a.commit_interval, volume_info=lambda: info, ready=ready)
         log.info("%s unmounted from %s; filesystem closed cleanly", a.target, a.mountpoint)
     finally:
@@ -134,31 +159,66 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
 
 
 def cmd_umount(a: argparse.Namespace, reg: Registry, out) -> None:
+    """Unmount, then wait until the server has exited. The server is found from the kernel (any
+    TRAX_HOME), else from this home's pidfile; a mount whose server died is just removed."""
     mp = a.mountpoint
-    if not os.path.ismount(mp):
-        raise UsageError(f"{mp}: not mounted")
-    pidfile = _pidfile(reg, mp)
-    pid = None
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (OSError, ValueError):
-        pass
-    tool = shutil.which("fusermount3") or "fusermount3"
-    r = subprocess.run([tool, "-u", mp], capture_output=True, text=True)
+    entry = find_mount(mp)
+    if entry is None:
+        raise VolumeError(f"{shown(mp)}: not mounted")
+    if not entry.is_traxfs:
+        raise VolumeError(f"{shown(mp)}: not a traxfs mount ({entry.fstype} {shown(entry.source)}); "
+                          "use umount(8) or fusermount3 -u")
+    dead = probe(mp) == "dead"
+    servers = set() if dead else fuse_servers(entry) or _pidfile_server(reg, mp)
+    r = fusermount(mp)
+    lazy = False
+    if r.returncode != 0 and dead:  # a dead mount that is busy: detach it now, it goes when released
+        lazy, r = True, fusermount(mp, lazy=True)
     if r.returncode != 0:
-        raise _fail(f"{mp}: cannot unmount: {r.stderr.strip() or r.stdout.strip()}")
+        raise VolumeError(f"{shown(mp)}: cannot unmount: {(r.stderr or r.stdout).strip()}")
+    doc = {"mountpoint": mp, "pid": min(servers) if servers else None, "dead": dead, "lazy": lazy}
+    if dead:
+        out.emit(doc, lambda: f"{shown(mp)}: removed the dead mount of a server that had died"
+                 f"{' (detached lazily: still in use)' if lazy else ''}; the next mount recovers "
+                 f"{shown(entry.source.removeprefix('traxfs:'))} from its log")
+        return
+    if not servers:
+        raise VolumeError(f"{shown(mp)}: unmounted, but its server could not be found to wait for its clean close "
+                          f"(no pidfile in {shown(str(reg.home))}, and this kernel does not name FUSE connections "
+                          "in /proc/PID/fdinfo); check that it has exited before using "
+                          f"{shown(entry.source.removeprefix('traxfs:'))}")
     deadline = time.monotonic() + a.timeout
-    while pid is not None and time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
+    while (running := {p for p in servers if _alive(p)}) and time.monotonic() < deadline:
         time.sleep(0.05)
-    else:
-        if pid is not None:
-            raise _fail(f"{mp}: unmounted, but the server (pid {pid}) has not finished closing after "
-                        f"{a.timeout:g} s")
-    out.emit({"mountpoint": mp, "pid": pid}, lambda: f"{mp} unmounted")
+    if running:
+        raise VolumeError(f"{shown(mp)}: unmounted, but the server (pid {min(running)}) has not finished closing "
+                          f"after {a.timeout:g} s")
+    out.emit(doc, lambda: f"{shown(mp)} unmounted")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _pidfile_server(reg: Registry, mountpoint: str) -> set[int]:
+    """The server named by this home's pidfile for ``mountpoint``, if that process still holds
+    /dev/fuse open (a stale pidfile may name a reused PID)."""
+    try:
+        pid = int(_pidfile(reg, mountpoint).read_text().strip())
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except (OSError, ValueError):
+        return set()
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                return {pid}
+        except OSError:
+            continue
+    return set()
 
 
 def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
@@ -174,8 +234,7 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
             finally:
                 fs.close()
     except FS_ERRORS + (VolumeError,) as e:
-        print(f"trax fsck: {e}", file=sys.stderr)
-        return EXIT_OPERATIONAL
+        return out.fail(str(e), EXIT_OPERATIONAL, prefix="trax fsck: ")
 
     def text() -> str:
         lines = [f"{a.target}: {rep.counts['inodes']} inodes, {rep.counts['entries']} entries, "
@@ -186,37 +245,38 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
                      "errors corrected" if rep.exit_code == 1 else "errors left uncorrected")
         return "\n".join(lines)
 
-    if a.json:
-        print(json.dumps(rep.as_dict(), indent=2, sort_keys=True))
-    else:
-        print(text())
+    out.emit(rep.as_dict(), text)
     return rep.exit_code
 
 
-def add_parsers(top, sub, size_type) -> None:
+def add_parsers(top, sub) -> None:
+    target = {"metavar": "VG/LV|DEVICE", "help": "a logical volume (VG/LV), or a block device or image file "
+              "(a path; write ./NAME for one that could be read as VG/LV)"}
     q = sub(top, "mkfs", cmd_mkfs, "create a traxfs filesystem on a logical volume or device (trax-mkfs(8))")
-    q.add_argument("target", metavar="VG/LV|DEVICE")
-    q.add_argument("--size", type=size_type, help="create the image file DEVICE with this size first")
-    q.add_argument("--log-size", type=size_type, help="engine log region (default: 1/16 of the volume, "
-                   "16M..256M)")
+    q.add_argument("target", **target)
+    q.add_argument("--size", type=size, help=f"make the image file DEVICE this size first (created if "
+                   f"missing); {SIZE_HELP}")
+    q.add_argument("--log-size", type=size, help="engine log region (default: 1/16 of the volume, 16M..256M); "
+                   f"{SIZE_HELP}")
     q.add_argument("--label", help="a label of up to 32 bytes")
     q.add_argument("--force", action="store_true", help="format over what is there (a filesystem, a physical "
                    "volume, another signature); never over a device in use")
     q = sub(top, "mount", cmd_mount, "mount a traxfs filesystem through FUSE (trax-mount(8))")
-    q.add_argument("target", metavar="VG/LV|DEVICE")
-    q.add_argument("mountpoint")
+    q.add_argument("target", **target)
+    q.add_argument("mountpoint", help="an existing directory to mount on")
     q.add_argument("--foreground", action="store_true", help="serve in this process until unmounted")
     q.add_argument("--pidfile", help="where the server writes its PID once the mount is live")
     q.add_argument("--log", help="the daemon's log file (default: beside the pidfile)")
     q.add_argument("--allow-other", action="store_true", help="let other users use the mount")
     q.add_argument("--partial", action="store_true", help="run a mirror degraded if a device is missing")
-    q.add_argument("--commit-interval", type=float, default=1.0,
-                   help="seconds within which every change becomes durable (default 1)")
-    q.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the mount (default 60)")
+    q.add_argument("--commit-interval", type=seconds(0.01, 3600), default=1.0, metavar="SECONDS",
+                   help="seconds within which every change becomes durable, 0.01 to 3600 (default 1)")
+    q.add_argument("--timeout", type=seconds(0.1, 86400), default=60.0, metavar="SECONDS",
+                   help="seconds to wait for the mount (default 60)")
     q = sub(top, "umount", cmd_umount, "unmount a traxfs mount and wait for a clean close (trax-umount(8))")
-    q.add_argument("mountpoint")
-    q.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the server to close")
+    q.add_argument("mountpoint", help="where the filesystem is mounted")
+    q.add_argument("--timeout", type=seconds(0.1, 86400), default=120.0, metavar="SECONDS",
+                   help="seconds to wait for the server to close (default 120)")
     q = sub(top, "fsck", cmd_fsck, "check and repair an unmounted traxfs filesystem (trax-fsck(8))")
-    q.add_argument("target", metavar="VG/LV|DEVICE")
+    q.add_argument("target", **target)
     q.add_argument("--repair", "-y", action="store_true", help="repair what can be repaired")
-    q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")

@@ -16,16 +16,34 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from traxfs.tools.cli_types import BadUsage
 from traxfs.volume.device import BlockDevice, ImageFileDevice
-from traxfs.volume.errors import UsageError
-from traxfs.volume.group import USE, VolumeGroup
+from traxfs.volume.errors import VolumeError
+from traxfs.volume.group import USE, VolumeGroup, list_groups
 from traxfs.volume.locks import device_lock
+from traxfs.volume.model import NAME_RE
 from traxfs.volume.registry import Registry
 
 
-def is_lv_name(text: str) -> bool:
+def is_lv_name(reg: Registry, text: str, *, creating: bool = False) -> bool:
+    """Whether ``text`` means a logical volume rather than a path.
+
+    Only ``NAME/NAME`` (two valid names, one slash) can be a volume; ``./x``, ``../x``, ``/x``
+    and anything else is a path. ``NAME/NAME`` is a path if it exists (or, ``creating``, if its
+    folder does) and a volume if the registry knows a group of that name. When both hold it is
+    ambiguous (a usage error that says how to write each); when neither does, it names nothing."""
     vg, sep, lv = text.partition("/")
-    return bool(sep and vg and lv and "/" not in lv and not os.path.exists(text))
+    if not sep or not NAME_RE.match(vg) or not NAME_RE.match(lv):
+        return False
+    as_path = os.path.exists(text) or (creating and os.path.isdir(vg))
+    as_lv = vg in list_groups(reg)
+    if as_path and as_lv:
+        raise BadUsage(f"{text!r} is both a path and a logical volume of volume group {vg!r}: write "
+                       f"'./{text}' for the path; for the volume, run trax from another folder")
+    if not as_path and not as_lv:
+        raise VolumeError(f"{text}: no such device or image file" + (" (nor its folder)" if creating else "")
+                          + f", and no volume group named {vg!r}")
+    return as_lv
 
 
 @contextmanager
@@ -33,7 +51,7 @@ def open_target(reg: Registry, text: str, *, partial: bool = False, create_size:
                 hint: str = "") -> Iterator[tuple[object, dict]]:
     """Yield (device, description) for ``text``; ``create_size`` creates a missing image file;
     ``hint`` ends the refusal of a device path in use."""
-    if is_lv_name(text):
+    if is_lv_name(reg, text, creating=create_size is not None):
         vg_name, lv_name = text.split("/")
         with VolumeGroup.open(reg, vg_name, partial=partial, hold=USE) as vg:
             lv = vg.open_lv(lv_name)
@@ -50,7 +68,7 @@ def open_target(reg: Registry, text: str, *, partial: bool = False, create_size:
                 lv.flush()
         return
     if not os.path.exists(text) and create_size is None:
-        raise UsageError(f"{text}: no such device or image file (and not a VG/LV name)")
+        raise VolumeError(f"{text}: no such device or image file")
     if create_size is not None and not os.path.exists(text):
         ImageFileDevice(text, create_size, create=True).close()
     lock = device_lock(text, exclusive=True, hint=hint)

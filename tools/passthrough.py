@@ -41,6 +41,7 @@ import pyfuse3
 import trio
 
 from traxfs.fs.fuse_loop import serve_loop
+from traxfs.fs.fuse_options import mount_options
 
 log = logging.getLogger(__name__)
 
@@ -305,9 +306,7 @@ def serve(source: str, mountpoint: str, *, allow_other: bool = False,
         raise RuntimeError("this process is already serving (pyfuse3 allows one session)")
     umask = os.umask(0)
     try:
-        options = set(pyfuse3.default_options) | {"fsname=" + os.path.abspath(source), "subtype=passthrough"}
-        if allow_other:
-            options.add("allow_other")
+        options = mount_options(os.path.abspath(source), "passthrough", allow_other=allow_other)
         pyfuse3.init(Passthrough(source), mountpoint, options)
         try:
             on_signals = threading.current_thread() is threading.main_thread()

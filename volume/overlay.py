@@ -17,7 +17,7 @@ SECTOR = 512
 class OverlayDevice(Device):
     def __init__(self, inner: Device):
         self.inner = inner
-        self.path = f"overlay({getattr(inner, 'path', None) or repr(inner)})"
+        self.path = getattr(inner, "path", None) or repr(inner)  # messages name the device itself
         self.size = inner.size
         self.block_size = getattr(inner, "block_size", SECTOR)
         self._sectors: dict[int, bytes] = {}

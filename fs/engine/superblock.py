@@ -72,14 +72,16 @@ class Superblock:
 
 
 def read_superblock(dev, name: str) -> Superblock:
+    if dev.size < SUPER_AREA:  # an empty or truncated image: say so, not which read failed
+        raise SuperblockError(f"{name}: too small to hold a traxfs filesystem ({dev.size} bytes)")
     found, problems = [], []
     for i, off in enumerate(COPIES):
         try:
-            found.append(Superblock.unpack(dev.read(off, 512), f"{name} superblock copy {i}"))
+            found.append(Superblock.unpack(dev.read(off, 512), f"superblock copy {i}"))
         except SuperblockError as e:
             problems.append(str(e))
-    if not found:
-        raise SuperblockError("; ".join(problems))
+    if not found:  # the device named once, then each copy's damage
+        raise SuperblockError(f"{name}: " + "; ".join(problems))
     return max(found, key=lambda s: s.seq)
 
 
