@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
+from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.fuse_loop import serve_loop
 from traxfs.fs.fuse_ops import TraxOperations
@@ -41,12 +42,21 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", allow_other: bool = F
             options = set(pyfuse3.default_options) | {f"fsname={source}", "subtype=traxfs"}
             if allow_other:
                 options.add("allow_other")
-            pyfuse3.init(ops, mountpoint, options)
+            made = fuse_lowlevel.sessions()
+            fuse_lowlevel.install(lseek=ops.lseek)  # pyfuse3 has no lseek handler: ours
             try:
-                on_signals = threading.current_thread() is threading.main_thread()
-                trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS, MAX_TASKS)
+                pyfuse3.init(ops, mountpoint, options)
+                try:
+                    if fuse_lowlevel.sessions() == made or "lseek" not in fuse_lowlevel.installed():
+                        raise RuntimeError("the FUSE session was made without traxfs's lseek handler: pyfuse3 "
+                                           "did not call traxfs.ext.fuse_lowlevel's fuse_session_new")
+                    on_signals = threading.current_thread() is threading.main_thread()
+                    trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS,
+                             MAX_TASKS)
+                finally:
+                    pyfuse3.close(unmount=True)
             finally:
-                pyfuse3.close(unmount=True)
+                fuse_lowlevel.install()  # a later session of this process gets no handler of this one
         finally:
             fs.close()
     finally:
