@@ -20,9 +20,11 @@ import errno
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from fsmount import is_mounted, trax
 
 MiB, GiB = 1 << 20, 1 << 30
 PAGE = 4096
@@ -243,3 +245,33 @@ def test_tar_sparse_archives_only_the_data(fs_mount, mnt, host):
     out.mkdir()
     subprocess.run(["tar", "-xf", str(archive), "-C", str(out)], check=True, timeout=240)
     assert_same_data(host / "big", out / "big")
+
+
+# ----- the route must be taken, or the mount refused ---------------------------------------------
+def test_pyfuse3_loaded_first_is_refused_loudly():
+    code = ("import pyfuse3\nimport traxfs.ext.fuse_lowlevel as ll\n"
+            "try:\n    ll.install(lseek=lambda *a: 0)\nexcept RuntimeError as e:\n    print(e)\n"
+            "else:\n    print('accepted')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "pyfuse3 was imported before traxfs.ext.fuse_lowlevel" in r.stdout, r.stdout + r.stderr
+
+
+def test_mount_refused_when_pyfuse3_bypasses_the_interposition(tmp_path):
+    """libfuse preloaded comes first in the global symbol scope, so pyfuse3 binds to it: the
+    session lacks lseek, and the mount says so instead of serving wrong SEEK_HOLE answers."""
+    home, image, mp = tmp_path / "home", tmp_path / "fs.img", tmp_path / "mnt"
+    mp.mkdir()
+    trax("mkfs", str(image), "--size", str(256 * MiB), home=home)
+    libfuse = subprocess.run(["pkg-config", "--variable=libdir", "fuse3"], capture_output=True, text=True,
+                             check=True).stdout.strip() + "/libfuse3.so.3"
+    try:
+        r = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), "mount", "--foreground",
+                            str(image), str(mp)], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "LD_PRELOAD": libfuse})
+    finally:
+        if is_mounted(mp):
+            subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "made its FUSE session without traxfs.ext.fuse_lowlevel" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not is_mounted(mp)
