@@ -315,5 +315,4 @@ class DataMap:
         return freed
 
     def allocated_pages(self, ino: int) -> int:
-        """Pages allocated to the file (what ``st_blocks`` counts), from the cached map."""
-        return sum(count for _, _, count in self.extents(ino, 0, 1 << 62))
+        return sum(count for _, _, count in self.all_extents(ino))

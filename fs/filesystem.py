@@ -162,6 +162,7 @@ class FileSystem:
         self._ilocks = InodeLocks()
         self._cache: dict[int, Inode] = {}
         self._dirty: set[int] = set()  # cached inodes with changes not yet logged (size, times)
+        self._blocks: dict[int, int] = {}  # ino -> st_blocks, counted since its extents last changed
         self._ino_next = self._ino_limit = 0  # the block of inode numbers being handed out
         self._stop_flusher = threading.Event()
         self._refs: dict[int, int] = {}
@@ -204,6 +205,7 @@ class FileSystem:
         self._dirty.difference_update(tx.nodes)
         for ino in tx.extent_inos:
             self.data.forget(ino)
+            self._blocks.pop(ino, None)
 
     def _abort(self, tx, ex: BaseException | None = None) -> None:
         """Roll back; the cache never saw the transaction's inodes. Engine errors that mean
@@ -212,6 +214,7 @@ class FileSystem:
         self.stats["aborts"] += 1
         for ino in tx.extent_inos:
             self.data.forget(ino)
+            self._blocks.pop(ino, None)
         if tx.ino_block is not None:  # the reservation was rolled back: reserve anew next time
             self._ino_next = self._ino_limit = 0
         if isinstance(ex, NoSpace):
@@ -281,7 +284,12 @@ class FileSystem:
         blocks do not cover its size) see what is allocated."""
         node = self._copy(ino)
         if node.is_reg:
-            node.blocks = self.data.allocated_pages(ino) * (PAGE_SIZE // 512)
+            blocks = self._blocks.get(ino)
+            if blocks is None:
+                if len(self._blocks) > 65536:
+                    self._blocks.clear()
+                blocks = self._blocks[ino] = self.data.allocated_pages(ino) * (PAGE_SIZE // 512)
+            node.blocks = blocks
         return node
 
     def _dir(self, ino: int) -> Inode:
