@@ -161,12 +161,21 @@ class DataMap:
     def has_holes(self, ino: int, off: int, length: int) -> bool:
         """Does [off, off+length) touch a page no extent maps?"""
         first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
+        return self.first_hole(ino, first, stop) < stop
+
+    def first_hole(self, ino: int, first: int, stop: int) -> int:
+        """The first file page in [first, stop) that no extent maps, or ``stop``."""
         cur = first
         for lpage, _, count in self.extents(ino, first, stop):
             if lpage > cur:
-                return True
+                return cur
             cur = max(cur, lpage + count)
-        return cur < stop
+        return min(cur, stop)
+
+    def first_data(self, ino: int, first: int, stop: int) -> int | None:
+        """The first file page in [first, stop) that an extent maps, or None."""
+        pieces = self.extents(ino, first, stop)
+        return max(first, pieces[0][0]) if pieces else None
 
     def allocate(self, tx, ino: int, off: int, length: int, size: int = 0) -> list[tuple[int, int, int]]:
         """Allocate pages for the holes in [off, off+length); returns new (file page, device

@@ -26,6 +26,7 @@ structure (ENOTEMPTY, EISDIR, EXDEV-free renames, ENAMETOOLONG, ...).
 from __future__ import annotations
 
 import errno
+import os
 import stat
 import threading
 import time
@@ -165,6 +166,7 @@ class FileSystem:
         self._ilocks = InodeLocks()
         self._cache: dict[int, Inode] = {}
         self._dirty: set[int] = set()  # cached inodes with changes not yet logged (size, times)
+        self._blocks: dict[int, int] = {}  # ino -> st_blocks, counted since its extents last changed
         self._ino_next = self._ino_limit = 0  # the block of inode numbers being handed out
         self._stop_flusher = threading.Event()
         self._refs: dict[int, int] = {}
@@ -207,6 +209,7 @@ class FileSystem:
         self._dirty.difference_update(tx.nodes)
         for ino in tx.extent_inos:
             self.data.forget(ino)
+            self._blocks.pop(ino, None)
 
     def _abort(self, tx, ex: BaseException | None = None) -> None:
         """Roll back; the cache never saw the transaction's inodes. Engine errors that mean
@@ -215,6 +218,7 @@ class FileSystem:
         self.stats["aborts"] += 1
         for ino in tx.extent_inos:
             self.data.forget(ino)
+            self._blocks.pop(ino, None)
         if tx.ino_block is not None:  # the reservation was rolled back: reserve anew next time
             self._ino_next = self._ino_limit = 0
         if isinstance(ex, NoSpace):
@@ -278,6 +282,20 @@ class FileSystem:
         n = self._get(ino)
         return Inode(**n.__dict__)
 
+    def _stat(self, ino: int) -> Inode:
+        """A copy to hand out: with ``blocks`` counted from the file's extent map, so that
+        ``du`` and the sparse-file tools (cp, tar: they look for holes only in a file whose
+        blocks do not cover its size) see what is allocated."""
+        node = self._copy(ino)
+        if node.is_reg:
+            blocks = self._blocks.get(ino)
+            if blocks is None:
+                if len(self._blocks) > 65536:
+                    self._blocks.clear()
+                blocks = self._blocks[ino] = self.data.allocated_pages(ino) * (PAGE_SIZE // 512)
+            node.blocks = blocks
+        return node
+
     def _dir(self, ino: int) -> Inode:
         node = self._copy(ino)
         if not node.is_dir:
@@ -314,7 +332,7 @@ class FileSystem:
 
     def getattr(self, ino: int) -> Inode:
         with self._lock:
-            return self._copy(ino)
+            return self._stat(ino)
 
     def lookup(self, parent: int, name: bytes) -> Inode:
         if len(name) > NAME_MAX:
@@ -322,7 +340,7 @@ class FileSystem:
         with self._lock:
             self._dir(parent)
             child = self._need_child(parent, name)
-            return self._copy(child)
+            return self._stat(child)
 
     def readdir(self, ino: int, after: int, limit: int = 256) -> list[tuple[bytes, Inode, int]]:
         """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order. An
@@ -339,7 +357,7 @@ class FileSystem:
                 child = self._child(ino, name)
                 if child is None:
                     continue
-                out.append((name, self._copy(child), cookie))
+                out.append((name, self._stat(child), cookie))
                 if len(out) >= limit:
                     break
             return out
@@ -447,7 +465,7 @@ class FileSystem:
                 self._put(tx, p)
                 if node.nlink == 1:
                     self.t["orphans"].delete(tx, ino_key(ino))
-            return self._copy(ino)
+            return self._stat(ino)
 
     # ----- removing entries ---------------------------------------------------------------------
     def _drop_link(self, tx, node: Inode, now: int) -> None:
@@ -621,7 +639,7 @@ class FileSystem:
             if changed:
                 with self._txn() as tx:
                     self._put(tx, node)
-            return self._copy(ino)
+            return self._stat(ino)
 
     # ----- file data ----------------------------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -678,6 +696,29 @@ class FileSystem:
                     raise
                 self._commit(tx)
         return len(data)
+
+    def seek(self, ino: int, off: int, whence: int) -> int:
+        """``lseek(2)``'s ``SEEK_DATA`` / ``SEEK_HOLE`` from the extent map: a mapped page is
+        data (also the zeros a write into a hole fills its window with, as ext4 counts written
+        extents), an unmapped page is a hole, and so is everything from the size on (pages
+        preallocated past it are not data). An offset at or past the size is ENXIO."""
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise FsError(errno.EINVAL, f"lseek whence {whence}: only SEEK_DATA and SEEK_HOLE come here")
+        with self._ilocks.shared(ino):
+            with self._lock:
+                node = self._get(ino)
+                if not node.is_reg:
+                    raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
+                size = node.size
+            if off < 0 or off >= size:
+                raise FsError(errno.ENXIO, f"offset {off} is outside the file (size {size})")
+            first, stop = off // PAGE_SIZE, -(-size // PAGE_SIZE)
+            if whence == os.SEEK_DATA:
+                page = self.data.first_data(ino, first, stop)
+                if page is None:
+                    raise FsError(errno.ENXIO, f"no data from offset {off} to the end (size {size})")
+                return max(off, page * PAGE_SIZE)
+            return min(max(off, self.data.first_hole(ino, first, stop) * PAGE_SIZE), size)
 
     def truncate(self, ino: int, size: int) -> None:
         if size < 0 or size > MAX_FILE_SIZE:

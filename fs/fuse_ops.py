@@ -43,6 +43,7 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
+from traxfs.ext import fuse_lowlevel
 from traxfs.fs.engine import nowait
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
@@ -125,7 +126,7 @@ class TraxOperations(pyfuse3.Operations):
         a.st_rdev = node.rdev
         a.st_size = node.size
         a.st_blksize = 1 << 20
-        a.st_blocks = -(-node.size // 512) if node.is_reg else 0
+        a.st_blocks = node.blocks
         a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = node.atime_ns, node.mtime_ns, node.ctime_ns
         a.st_birthtime_ns = node.crtime_ns
         return a
@@ -284,6 +285,19 @@ class TraxOperations(pyfuse3.Operations):
     async def write(self, fh, off, buf):
         return await self._run(self.fs.write, self._open[fh], off, buf)
 
+    def lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
+        """``SEEK_DATA`` / ``SEEK_HOLE`` (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel``
+        adds it and calls this in a worker thread). Status files are dense."""
+        content = self._status.read(fh)
+        if content is not None:
+            if off < 0 or off >= len(content):
+                raise pyfuse3.FUSEError(errno.ENXIO)
+            return off if whence == os.SEEK_DATA else len(content)
+        try:
+            return self.fs.seek(ino, off, whence)
+        except Exception as e:
+            raise self._fuse_error(self.fs.seek, e) from None
+
     async def flush(self, fh):
         return None
 
@@ -399,6 +413,8 @@ class TraxOperations(pyfuse3.Operations):
         st = self.fs.status()
         if isinstance(st.get("filesystem"), dict):
             st["filesystem"]["fuse_reads"] = dict(self.stats)
+            st["filesystem"]["fuse_lowlevel"] = {"installed": sorted(fuse_lowlevel.installed()),
+                                                 **fuse_lowlevel.calls}
         parts = {"engine.json": st, "log.json": st.get("log"), "buffer.json": st.get("buffer"),
                  "data.json": st.get("data"), "filesystem.json": st.get("filesystem"),
                  "volume.json": self.volume_info()}

@@ -9,6 +9,7 @@ the engine to recover at the next mount: everything whose commit was durable is 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -17,6 +18,8 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
+from traxfs.ext import fuse_lowlevel
+from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.fuse_loop import serve_loop
 from traxfs.fs.fuse_ops import TraxOperations
@@ -41,12 +44,26 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
         fs = FileSystem.open(dev, commit_interval=commit_interval, where=where or source)
         try:
             ops = TraxOperations(fs, volume_info)
-            pyfuse3.init(ops, mountpoint, mount_options(source, "traxfs", allow_other=allow_other))
+            options = mount_options(source, "traxfs", allow_other=allow_other)
+            made = fuse_lowlevel.sessions()
             try:
-                on_signals = threading.current_thread() is threading.main_thread()
-                trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS, MAX_TASKS)
+                fuse_lowlevel.install(lseek=ops.lseek)  # pyfuse3 has no lseek handler: ours
+            except RuntimeError as e:
+                raise FsError(errno.ENOSYS, f"mount of {source} refused: {e}") from None
+            try:
+                pyfuse3.init(ops, mountpoint, options)
+                try:
+                    if fuse_lowlevel.sessions() == made or "lseek" not in fuse_lowlevel.installed():
+                        raise FsError(errno.ENOSYS, f"mount of {source} refused: pyfuse3 made its FUSE session "
+                                      "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE would be wrong "
+                                      "(is libfuse3 in LD_PRELOAD?)")
+                    on_signals = threading.current_thread() is threading.main_thread()
+                    trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS,
+                             MAX_TASKS)
+                finally:
+                    pyfuse3.close(unmount=True)
             finally:
-                pyfuse3.close(unmount=True)
+                fuse_lowlevel.install()  # a later session of this process gets no handler of this one
         finally:
             fs.close()
     finally:

@@ -48,6 +48,9 @@ class Inode:
     ctime_ns: int = 0
     crtime_ns: int = 0
     generation: int = 0
+    # 512-byte blocks allocated to the file (st_blocks): not stored, counted from the extent
+    # map when the filesystem hands the inode out; 0 in the inode cache and on disk
+    blocks: int = 0
 
     def pack(self) -> bytes:
         return INODE.pack(self.mode, self.uid, self.gid, self.nlink, self.size, self.rdev, self.atime_ns,

@@ -19,9 +19,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyfuse3
 import pytest
+import trio
 from fsmount import traxfs_mount
 
+from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filesystem import FileSystem
 from traxfs.volume.device import ImageFileDevice
 
@@ -149,6 +152,107 @@ def test_log_flush_stalls_only_the_fsync(gated):
         dev.gate.set()
         syncing.result(timeout=30)
     assert (mp / "synced").read_bytes() == b"s" * 8192
+
+
+class HeldSeek:
+    """``FileSystem.seek`` held at a gate (``entered`` is set once a call waits there), then
+    the real one."""
+
+    def __init__(self, monkeypatch):
+        self.entered, self.release = threading.Event(), threading.Event()
+        real = FileSystem.seek
+
+        def held(fs, ino, off, whence):
+            self.entered.set()
+            assert self.release.wait(60), "the held seek was never released"
+            return real(fs, ino, off, whence)
+
+        monkeypatch.setattr(FileSystem, "seek", held)
+
+
+def _seek(path: Path, off: int, whence: int) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, off, whence)
+    finally:
+        os.close(fd)
+
+
+def test_slow_lseek_stalls_only_itself(gated, monkeypatch):
+    """pyfuse3 has no lseek; the handler traxfs.ext.fuse_lowlevel adds runs on the trio thread
+    and must hand the filesystem call to a worker: while one lseek is held, the loop goes on
+    serving everything else (the kernel holds the inode's lock across SEEK_DATA / SEEK_HOLE, so
+    the held call is the only thing that waits: other files, other requests go on)."""
+    _, mp = gated
+    (mp / "other").write_bytes(b"o" * 10000)
+    (mp / "other").read_bytes()
+    (mp / "f").write_bytes(b"f" * 8192)
+    held = HeldSeek(monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        seeking = pool.submit(_seek, mp / "f", 0, os.SEEK_HOLE)
+        assert held.entered.wait(30), "the lseek never reached the filesystem"
+        listing = pool.submit(_unrelated_work, mp).result(timeout=30)  # must not wait for the seek
+        assert "new" in listing and "dir2" in listing
+        assert not seeking.done()  # still held: the work above really ran beside it
+        held.release.set()
+        assert seeking.result(timeout=30) == 8192
+
+
+def test_lseek_errors_answer_the_kernel_and_the_mount_lives_on(gated, monkeypatch, caplog):
+    """A bug in the filesystem's seek, or a result the reply cannot carry, answers EIO with a
+    log line (an unanswered request would hang the caller); an FsError answers its errno."""
+    _, mp = gated
+    (mp / "f").write_bytes(b"d" * 5000)
+    real = FileSystem.seek
+
+    def failing(fs, ino, off, whence):
+        raise RuntimeError("a bug in seek")
+
+    for broken, logged in ((failing, RuntimeError), (lambda fs, ino, off, whence: "not an offset", TypeError)):
+        monkeypatch.setattr(FileSystem, "seek", broken)
+        caplog.clear()
+        with pytest.raises(OSError) as e:
+            _seek(mp / "f", 0, os.SEEK_DATA)
+        assert e.value.errno == errno.EIO
+        assert any(r.getMessage().startswith("internal error in") and isinstance(r.exc_info[1], logged)
+                   for r in caplog.records if r.exc_info), [r.getMessage() for r in caplog.records]
+    monkeypatch.setattr(FileSystem, "seek", real)
+    assert _seek(mp / "f", 100, os.SEEK_DATA) == 100
+    with pytest.raises(OSError) as e:
+        _seek(mp / "f", 5000, os.SEEK_DATA)
+    assert e.value.errno == errno.ENXIO
+
+
+def test_lseek_still_running_at_unmount_is_answered(gated, monkeypatch, caplog):
+    """The session ends (as on SIGTERM) while a worker still runs an lseek: the request is
+    answered before libfuse frees the session (which frees libfuse's copy of the request), and
+    the worker's late answer is dropped instead of touching freed memory."""
+    _, mp = gated
+    (mp / "f").write_bytes(b"d" * 5000)
+    monkeypatch.setattr(fuse_lowlevel, "DRAIN_TIMEOUT", 0.5)
+    held = HeldSeek(monkeypatch)
+    with ThreadPoolExecutor(1) as pool:
+        seeking = pool.submit(_seek, mp / "f", 0, os.SEEK_DATA)
+        assert held.entered.wait(30), "the lseek never reached the filesystem"
+        trio.from_thread.run_sync(pyfuse3.terminate, trio_token=pyfuse3.trio_token)
+        with pytest.raises(OSError) as e:
+            seeking.result(timeout=30)
+        # libfuse closes /dev/fuse as it unmounts, so the kernel itself ends the call
+        assert e.value.errno in (errno.ENOTCONN, errno.EIO)
+    _wait_for(lambda: any("still unanswered at unmount" in r.getMessage() for r in caplog.records),
+              "the request left at unmount was not answered")
+    held.release.set()  # the worker finishes; its answer must not reach the freed session
+    for t in threading.enumerate():
+        if t.name == "fuse-lseek":
+            t.join(30)
+            assert not t.is_alive()
+
+
+def _wait_for(cond, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
 
 
 @pytest.mark.timeout(300)
