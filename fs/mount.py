@@ -29,13 +29,14 @@ _one_session = threading.Lock()
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", allow_other: bool = False,
           commit_interval: float = 1.0, volume_info: Callable[[], dict] | None = None,
-          ready: Callable[[], None] | None = None) -> None:
+          ready: Callable[[], None] | None = None, target: str | None = None) -> None:
     """Mount the filesystem on ``dev`` at ``mountpoint`` and serve until unmounted.
-    ``ready()`` runs once the mount is live. One mount per process (pyfuse3's rule)."""
+    ``ready()`` runs once the mount is live. One mount per process (pyfuse3's rule).
+    ``target``: what the user named (messages about the device say it, e.g. "run fsck on it")."""
     if not _one_session.acquire(blocking=False):
         raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
     try:
-        fs = FileSystem.open(dev, commit_interval=commit_interval, where=source)
+        fs = FileSystem.open(dev, commit_interval=commit_interval, where=target or source)
         try:
             ops = TraxOperations(fs, volume_info)
             options = set(pyfuse3.default_options) | {f"fsname={source}", "subtype=traxfs"}

@@ -129,7 +129,7 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path) -> No
     try:
         with open_target(reg, a.target, partial=a.partial) as (dev, info):
             serve(dev, a.mountpoint, source=f"traxfs:{a.target}", allow_other=a.allow_other,
-                  commit_interval=a.commit_interval, volume_info=lambda: info, ready=ready)
+                  commit_interval=a.commit_interval, volume_info=lambda: info, ready=ready, target=a.target)
         log.info("%s unmounted from %s; filesystem closed cleanly", a.target, a.mountpoint)
     finally:
         for pf in pidfiles:

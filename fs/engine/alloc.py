@@ -1,6 +1,7 @@
 """Allocation of pages and regions (Stasis §1.9), from bitmap pages.
 
-One bit per page in the allocation maps (pages 1..k). Allocating sets bits with logged,
+One bit per page in the allocation maps (pages 1..k, and for an engine grown later one map at
+the first page of each further range: ``Engine.map_page``). Allocating sets bits with logged,
 commuting bit operations (so concurrent transactions sharing a map page never undo each other's
 bits); if the allocating transaction aborts, the undo clears them again.
 
@@ -31,13 +32,13 @@ class Allocator:
     def __init__(self, engine):
         self.e = engine
         self.bits_per_map = (PAGE_SIZE - HEADER) * 8
-        self.first_data = 1 + engine.nmaps
+        self.first_data = 1 + engine.map_pages
         self._lock = threading.Lock()
         self._cursor = self.first_data
         self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet reusable
 
     def _map_of(self, pid: int) -> tuple[int, int]:
-        return 1 + pid // self.bits_per_map, pid % self.bits_per_map
+        return self.e.map_page(pid // self.bits_per_map), pid % self.bits_per_map
 
     def _bitmap(self, map_pid: int) -> bytes:
         with self.e.page(map_pid) as f:
@@ -162,6 +163,6 @@ class Allocator:
         total = 0
         for m in range(self.e.nmaps):
             pages = min(self.bits_per_map, self.e.sb.page_count - m * self.bits_per_map)
-            used = (int.from_bytes(self._bitmap(1 + m), "little") & ((1 << pages) - 1)).bit_count()
+            used = (int.from_bytes(self._bitmap(self.e.map_page(m)), "little") & ((1 << pages) - 1)).bit_count()
             total += pages - used
         return total

@@ -47,7 +47,7 @@ def _allocated(engine) -> tuple[list[int], list[str]]:
     probs, out = [], []
     bits = (PAGE_SIZE - _MAP_HEADER) * 8
     for m in range(engine.nmaps):
-        pid = 1 + m
+        pid = engine.map_page(m)
         raw = engine.dev.read(engine.sb.pages_offset + pid * PAGE_SIZE, PAGE_SIZE)
         try:
             verify(raw, pid, "allocation map ")
@@ -122,7 +122,7 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
                 probs.append(f"page {pid}: unknown page type {raw[3]}")
                 continue
             good.add(pid)
-    for pid in [0] + [1 + m for m in range(engine.nmaps)]:
+    for pid in engine.engine_pages():
         if pid not in good:
             probs.append(f"engine page {pid} (catalog/map) is not allocated or not a valid page")
     owners: dict[int, str] = {}
@@ -149,7 +149,7 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
                 why = "raw data / unformatted" if pid in raw_data else "not allocated or damaged"
                 probs.append(f"{name}: page {pid} is {why}")
     if leaks:
-        known = set(owners) | set(extra_pages) | {0} | {1 + m for m in range(engine.nmaps)}
+        known = set(owners) | set(extra_pages) | set(engine.engine_pages())
         leaked = sorted(good - known)
         if leaked:
             probs.append(f"{len(leaked)} allocated page(s) belong to no structure: {leaked[:20]}")
