@@ -35,7 +35,9 @@ class Allocator:
         self.first_data = 1 + engine.map_pages
         self._lock = threading.Lock()
         self._cursor = self.first_data
-        self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet reusable
+        # first page -> [count, LSN]: freed, not yet reusable; the LSN (0 until known) is that of
+        # the commit whose durability releases it (a free that waits only for its commit: 0)
+        self._quarantine: dict[int, list[int]] = {}
 
     def _map_of(self, pid: int) -> tuple[int, int]:
         return self.e.map_page(pid // self.bits_per_map), pid % self.bits_per_map
@@ -59,7 +61,7 @@ class Allocator:
                 value = cached[m] = int.from_bytes(self._bitmap(m), "little")
             out |= ((value >> bit) & ((1 << n) - 1)) << (pid - first)
             pid += n
-        for q, n in self._quarantine.items():
+        for q, (n, _) in self._quarantine.items():
             lo, hi = max(q, first), min(q + n, first + count)
             if lo < hi:
                 out |= ((1 << (hi - lo)) - 1) << (lo - first)
@@ -88,12 +90,38 @@ class Allocator:
             pid += n
 
     def alloc_region(self, tx: Transaction, count: int, align: int = 1) -> int:
-        """Allocate ``count`` contiguous pages aligned to ``align``; returns the first page."""
+        """Allocate ``count`` contiguous pages aligned to ``align``; returns the first page.
+
+        If no run is free but freed pages wait for their commit to be durable, the log is
+        forced (making those frees durable), the pages released, and the search run once more:
+        space freed a moment ago is not refused while ``df`` already counts it free."""
+        try:
+            return self._alloc_run(tx, count, align)
+        except NoSpace:
+            if not self._reclaim():
+                raise
+        return self._alloc_run(tx, count, align)
+
+    def _alloc_run(self, tx: Transaction, count: int, align: int) -> int:
         with self._lock:
             first = self._find_run(count, align)
             self._set(tx, first, count, ops.OP_SET_BITS)
             self._cursor = first + count
         return first
+
+    def _reclaim(self) -> bool:
+        """Force the log up to the newest free waiting for durability and release every free
+        it made durable (their callbacks may not have run yet). True if there was any."""
+        with self._lock:
+            want = max((lsn for _, lsn in self._quarantine.values()), default=0)
+        if not want:
+            return False
+        self.e.log.force(want)
+        durable = self.e.log.durable_lsn
+        with self._lock:
+            for q in [q for q, (_, lsn) in self._quarantine.items() if 0 < lsn <= durable]:
+                del self._quarantine[q]
+        return True
 
     def alloc_at(self, tx: Transaction, first: int, count: int) -> bool:
         """Allocate exactly pages ``first .. first+count-1`` if all are free (a file growing
@@ -137,24 +165,28 @@ class Allocator:
         self._free_at_commit(tx, first, count, until_durable=True)
 
     def _free_at_commit(self, tx: Transaction, first: int, count: int, until_durable: bool) -> None:
+        entry = [count, 0]
+
         def release() -> None:
-            with self._lock:
-                self._quarantine.pop(first, None)
+            with self._lock:  # only this free's entry: the pages may have been reused and freed anew
+                if self._quarantine.get(first) is entry:
+                    del self._quarantine[first]
 
         def hold(t: Transaction) -> None:
             with self._lock:
-                self._quarantine[first] = count
+                self._quarantine[first] = entry
             self._set(t, first, count, ops.OP_CLEAR_BITS)
 
+        def when_durable(handle) -> None:
+            entry[1] = handle.lsn  # read by _reclaim under the lock; set before the callback can run
+            handle.add_callback(release)
+
         tx.pre_commit.append(hold)
-        if until_durable:
-            tx.post_commit.append(lambda handle: handle.add_callback(release))
-        else:
-            tx.post_commit.append(lambda handle: release())
+        tx.post_commit.append(when_durable if until_durable else lambda handle: release())
 
     def quarantined_pages(self) -> int:
         with self._lock:
-            return sum(self._quarantine.values())
+            return sum(n for n, _ in self._quarantine.values())
 
     def free_page(self, tx: Transaction, pid: int) -> None:
         self.free_region(tx, pid, 1)
