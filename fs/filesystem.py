@@ -192,7 +192,8 @@ class FileSystem:
             raise FsError(errno.EIO, "filesystem is closed")
         tx = self.e.begin()
         tx.nodes = {}  # inodes this transaction wrote: the cache takes them at commit
-        tx.extent_inos = set()  # files whose extent map it changed: their cached maps are dropped
+        tx.extent_inos = set()  # files whose extent map it changed: their cached maps are dropped ...
+        tx.maps_current = set()  # ... unless the change was made to the cached copy too (kept at commit)
         tx.ino_block = None  # a block of inode numbers it reserved
         return tx
 
@@ -201,7 +202,7 @@ class FileSystem:
         self.stats["transactions"] += 1
         self._cache.update(tx.nodes)
         self._dirty.difference_update(tx.nodes)
-        for ino in tx.extent_inos:
+        for ino in tx.extent_inos - tx.maps_current:
             self.data.forget(ino)
 
     def _abort(self, tx, ex: BaseException | None = None) -> None:
@@ -274,6 +275,14 @@ class FileSystem:
         n = self._get(ino)
         return Inode(**n.__dict__)
 
+    def _attrs(self, ino: int) -> Inode:
+        """A copy for the caller, with ``blocks``: the data pages a regular file holds (its
+        extent map, cached) in 512-byte units, so du and st_blocks show what is allocated."""
+        node = self._copy(ino)
+        if node.is_reg:
+            node.blocks = self.data.allocated_pages(ino) * (PAGE_SIZE // 512)
+        return node
+
     def _dir(self, ino: int) -> Inode:
         node = self._copy(ino)
         if not node.is_dir:
@@ -310,7 +319,7 @@ class FileSystem:
 
     def getattr(self, ino: int) -> Inode:
         with self._lock:
-            return self._copy(ino)
+            return self._attrs(ino)
 
     def lookup(self, parent: int, name: bytes) -> Inode:
         if len(name) > NAME_MAX:
@@ -318,7 +327,7 @@ class FileSystem:
         with self._lock:
             self._dir(parent)
             child = self._need_child(parent, name)
-            return self._copy(child)
+            return self._attrs(child)
 
     def readdir(self, ino: int, after: int, limit: int = 256) -> list[tuple[bytes, Inode, int]]:
         """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order. An
@@ -335,7 +344,7 @@ class FileSystem:
                 child = self._child(ino, name)
                 if child is None:
                     continue
-                out.append((name, self._copy(child), cookie))
+                out.append((name, self._attrs(child), cookie))
                 if len(out) >= limit:
                     break
             return out
@@ -414,7 +423,7 @@ class FileSystem:
                 self._add_entry(tx, p, name, ino)
                 p.mtime_ns = p.ctime_ns = now
                 self._put(tx, p)
-            return self._copy(ino)
+            return self._attrs(ino)
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Inode:
         return self.create(parent, name, stat.S_IFDIR | (mode & 0o7777), uid, gid)
@@ -443,7 +452,7 @@ class FileSystem:
                 self._put(tx, p)
                 if node.nlink == 1:
                     self.t["orphans"].delete(tx, ino_key(ino))
-            return self._copy(ino)
+            return self._attrs(ino)
 
     # ----- removing entries ---------------------------------------------------------------------
     def _drop_link(self, tx, node: Inode, now: int) -> None:
@@ -617,7 +626,7 @@ class FileSystem:
             if changed:
                 with self._txn() as tx:
                     self._put(tx, node)
-            return self._copy(ino)
+            return self._attrs(ino)
 
     # ----- file data ----------------------------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:

@@ -121,7 +121,7 @@ class TraxOperations(pyfuse3.Operations):
         a.st_rdev = node.rdev
         a.st_size = node.size
         a.st_blksize = 1 << 20
-        a.st_blocks = -(-node.size // 512) if node.is_reg else 0
+        a.st_blocks = node.blocks
         a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = node.atime_ns, node.mtime_ns, node.ctime_ns
         a.st_birthtime_ns = node.crtime_ns
         return a
