@@ -72,6 +72,7 @@ class DataMap:
         self._flushed = 0  # generation covered by the last completed device flush
         self._flushing = False
         self._maps: dict[int, tuple[list[int], list[tuple[int, int, int]], int]] = {}
+        self.preallocated: set[int] = set()  # files that may hold pages past their end
         self.stats = {"data_bytes_written": 0, "data_bytes_read": 0, "data_flushes": 0, "extents_allocated": 0}
         engine.log.before_write = self.flush_data
 
@@ -186,6 +187,7 @@ class DataMap:
         first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
         alloc_stop = stop
         if off + length > size:
+            self.preallocated.add(ino)  # given back at the last close (FileSystem.give_back)
             alloc_stop = stop + min(PREALLOC_PAGES, stop)
             beyond = self.extents(ino, stop, alloc_stop)
             if beyond:

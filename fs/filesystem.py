@@ -38,12 +38,13 @@ from traxfs.fs.engine import nowait
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy, LogFull
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
+from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt
+from traxfs.fs.errors import FsDamaged, FsError, NotTraxfs
 from traxfs.fs.inode_locks import InodeLocks
 from traxfs.fs.records import (
     CHUNK,
     COOKIE_MASK,
+    EXTENT,
     FIRST_COOKIE,
     U64,
     Inode,
@@ -87,6 +88,28 @@ def _now() -> int:
     return time.time_ns()
 
 
+def _look_for_damage(engine: Engine, where: str, checking: bool) -> None:
+    """Mount's quick look (on the probe engine): the catalog, every tree's header and root, the
+    superblock record, the allocation maps, and the damage mark the engine keeps. Refuses with
+    :class:`FsDamaged`."""
+    try:
+        trees, _ = open_trees(engine, where, checking)
+        if checking:
+            return
+        for tree in trees.values():
+            tree.verify_root()
+        for pid in engine.engine_pages()[1:]:  # the allocation maps (every allocation reads them)
+            with engine.page(pid):
+                pass
+    except PageCorrupt as e:
+        if checking:
+            raise NotTraxfs(f"{where}: {e}: the filesystem's trees cannot be found; fsck cannot check it") from None
+        raise FsDamaged(where, str(e)) from None
+    if engine.sb.errors and not checking:
+        raise FsDamaged(where, f"{engine.sb.errors} damaged page(s) met while it was in use, the first page "
+                               f"{engine.sb.error_page}")
+
+
 def _check_name(name: bytes) -> None:
     if len(name) > NAME_MAX:
         raise FsError(errno.ENAMETOOLONG, f"name of {len(name)} bytes (limit {NAME_MAX})")
@@ -127,30 +150,53 @@ class FileSystem:
         return sb.uuid
 
     @classmethod
-    def open(cls, dev, *, commit_interval: float = 1.0, buffer_pages: int = 16384, where: str = "") -> FileSystem:
+    def open(cls, dev, *, commit_interval: float = 1.0, buffer_pages: int = 16384, where: str = "",
+             checking: bool = False) -> FileSystem:
         """Open (recovering the engine if it was not shut down cleanly) and reap orphans.
 
         The engine is first opened on an :class:`OverlayDevice` (recovery included, nothing
         written to ``dev``) to check that it holds a healthy filesystem: a refused open, a
-        foreign or damaged device, changes nothing."""
+        foreign or damaged device, changes nothing. Damage is refused with :class:`FsDamaged`
+        (pointing at fsck): a damaged page on the way to any tree's root, or a filesystem
+        whose engine recorded damage while it was in use.
+
+        ``checking`` (fsck): open whatever can be opened — a filesystem marked damaged, a
+        damaged ``meta`` tree (``sb`` None) — and leave everything as found: no orphans reaped,
+        damaged pages reported by fsck rather than recorded in the superblock."""
         where = where or getattr(dev, "path", None) or repr(dev)
         probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
+        probe.buffer.on_corrupt = None  # a look only: what it finds is said below, once
         try:
-            open_trees(probe, where)
+            _look_for_damage(probe, where, checking)
         finally:
             probe.unclean_shutdown()
         policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
         eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy)
+        if checking:
+            eng.buffer.on_corrupt = None
         try:
-            trees, sb = open_trees(eng, where)
+            trees, sb = open_trees(eng, where, checking)
             fs = cls(eng, trees, sb)
-            fs.reap_orphans()
+            if not checking:
+                fs.reap_orphans()
+                if eng.crashed:
+                    fs.give_back_after_crash()
             threading.Thread(target=fs._flusher, args=(commit_interval / 2,), name="inode-flusher",
                              daemon=True).start()
+        except PageCorrupt as e:
+            eng.unclean_shutdown()
+            raise FsDamaged(where, str(e)) from None
         except BaseException:
             eng.unclean_shutdown()
             raise
         return fs
+
+    def replace_tree(self, name: str, tree) -> None:
+        """fsck rebuilt tree ``name``: use the new one from now on."""
+        self.t[name] = tree
+        if name == "extents":
+            self.data.tree = tree
+            self.data.forget_all()
 
     def __init__(self, engine: Engine, trees: dict, sb) -> None:
         self.e = engine
@@ -164,6 +210,7 @@ class FileSystem:
         self._ino_next = self._ino_limit = 0  # the block of inode numbers being handed out
         self._stop_flusher = threading.Event()
         self._refs: dict[int, int] = {}
+        self._handles: dict[int, int] = {}  # open file handles per inode (a subset of the refs)
         self.last_commit = None
         self.stats = {"transactions": 0, "aborts": 0, "fsyncs": 0}
         self.closed = False
@@ -172,6 +219,8 @@ class FileSystem:
         """Clean shutdown: flush data, checkpoint, stop the engine."""
         if self.closed:
             return
+        for ino in list(self.data.preallocated):
+            self.give_back(ino)
         self.flush_inodes()
         with self._lock:
             self._stop_flusher.set()
@@ -715,6 +764,75 @@ class FileSystem:
                 return
             self._refs.pop(ino, None)
         self._maybe_destroy(ino)
+
+    def open_handle(self, ino: int) -> None:
+        """An open file handle: a reference, also counted apart so that the last close can give
+        back what was preallocated past the file's end."""
+        with self._lock:
+            self._handles[ino] = self._handles.get(ino, 0) + 1
+            self._refs[ino] = self._refs.get(ino, 0) + 1
+
+    def has_preallocation(self, ino: int) -> bool:
+        """Cheap (no lock, no I/O): may ``ino`` hold pages past its end?"""
+        return ino in self.data.preallocated
+
+    def flush_handle(self, ino: int) -> None:
+        """close(2) of a descriptor of ``ino``. If this is its only open handle, the
+        preallocation goes now: the kernel waits for flush, but not for release, so a stat
+        right after close already sees the file's true size on disk."""
+        if self._handles.get(ino) == 1:
+            self.give_back(ino)
+
+    def release_handle(self, ino: int) -> None:
+        """The kernel dropped an open handle; the last one gives the preallocation back."""
+        with self._lock:
+            left = self._handles.get(ino, 0) - 1
+            if left > 0:
+                self._handles[ino] = left
+            else:
+                self._handles.pop(ino, None)
+        if left <= 0:
+            self.give_back(ino)
+        self.unref(ino)
+
+    def give_back(self, ino: int) -> int:
+        """Free the pages preallocated past the end of ``ino`` (one transaction, which logs the
+        inode's in-memory size too); returns the pages freed. A file grown by appends keeps
+        its preallocation while open, and takes its size rounded up to pages once closed."""
+        if ino not in self.data.preallocated:
+            return 0
+        with self._ilocks.exclusive(ino), self._lock:
+            self.data.preallocated.discard(ino)
+            if self.closed or self.t["inodes"].get(ino_key(ino)) is None:
+                return 0  # closed meanwhile, or destroyed (its pages went with it)
+            node = self._copy(ino)
+            with self._txn() as tx:
+                freed = self.data.truncate(tx, ino, node.size)
+                if ino in self._dirty:
+                    self._put(tx, node)
+            return freed
+
+    def give_back_after_crash(self) -> int:
+        """At mount after an unclean stop: files open then may hold pages preallocated past
+        their end (given back at a last close that never came). One pass over the extents tree
+        (in inode order) finds them; each is given back. Returns the pages freed."""
+        def past_end(ino: int, end: int) -> bool:
+            raw = self.t["inodes"].get(ino_key(ino))
+            return raw is not None and end > -(-Inode.unpack(ino, raw).size // PAGE_SIZE)
+
+        found: list[int] = []
+        ino, end = None, 0
+        for k, v in self.t["extents"].items():
+            key_ino = U64.unpack(k[:8])[0]
+            if key_ino != ino:
+                if ino is not None and past_end(ino, end):
+                    found.append(ino)
+                ino, end = key_ino, 0
+            end = max(end, U64.unpack(k[8:16])[0] + EXTENT.unpack(v)[1])
+        if ino is not None and past_end(ino, end):
+            found.append(ino)
+        self.data.preallocated.update(found)
+        return sum(self.give_back(i) for i in found)
 
     def _maybe_destroy(self, ino: int) -> None:
         with self._ilocks.exclusive(ino), self._lock:

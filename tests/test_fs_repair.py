@@ -14,6 +14,7 @@ What is promised (man/trax-fsck.8, trax-mount.8, trax-resize.8):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -22,6 +23,15 @@ from pathlib import Path
 
 import pytest
 from fsmount import Mount, is_mounted, trax
+
+from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.page import PAGE_SIZE, PageType
+from traxfs.fs.engine.superblock import COPIES, read_superblock
+from traxfs.fs.filesystem import ROOT_INO, FileSystem
+from traxfs.fs.fsck import check_device
+from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.btree_salvage import salvage
+from traxfs.volume.device import ImageFileDevice
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -110,3 +120,219 @@ def test_a_truncated_image_is_refused_and_left_alone(box: Box) -> None:
     box.umount()
     r = box.run("fsck", box.image)
     assert r.returncode == 0, (r.stdout, r.stderr)
+
+
+# ----- damaged metadata (issue 12, item 5) -------------------------------------------------------
+FILES = 300
+
+
+def _content(i: int) -> bytes:
+    return f"file {i} ".encode() * (1 + i % 7)
+
+
+def build(image: Path) -> None:
+    """A filesystem with /d holding FILES small files (enough for several leaves per tree)."""
+    dev = ImageFileDevice(str(image), 64 * MiB, create=True)
+    FileSystem.mkfs(dev)
+    dev.close()
+    dev = ImageFileDevice(str(image))
+    fs = FileSystem.open(dev, where=str(image))
+    d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).ino
+    for i in range(FILES):
+        fs.write(fs.create(d, f"f{i:03d}".encode(), 0o644, 0, 0).ino, 0, _content(i))
+    fs.close()
+    dev.close()
+
+
+def damage(image: Path, tree: str, role: str) -> int:
+    """Flip a byte in a page of ``tree``: its header, its root, or a leaf in the middle (not
+    the first: the salvage walks around it). Returns the page number."""
+    dev = ImageFileDevice(str(image))
+    eng = Engine.open(dev, name=str(image))
+    try:
+        header = eng.get_root(f"btree:fs.{tree}")
+        s = salvage(eng, header)
+        root = BTree(eng, header)._root()  # noqa: SLF001 - the test picks the page to damage
+        leaves = []
+        for pid in sorted(s.pages):
+            with eng.page(pid) as f:
+                if f.data[3] == PageType.BTREE_LEAF:
+                    leaves.append(pid)
+        victim = {"header": header, "root": root, "leaf": leaves[len(leaves) // 2]}[role]
+        where = eng.sb.pages_offset + victim * PAGE_SIZE + 333
+    finally:
+        eng.close()
+        dev.close()
+    flip(image, where)
+    return victim
+
+
+def flip(image: Path, offset: int) -> None:
+    with open(image, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x5A]))
+
+
+def names_and_data(root: Path) -> dict[str, bytes]:
+    out = {}
+    for sub in ("d", "lost+found"):
+        if (root / sub).is_dir():
+            for p in (root / sub).iterdir():
+                out[f"{sub}/{p.name}"] = p.read_bytes()
+    return out
+
+
+def test_fsck_salvages_a_damaged_directory_leaf_and_the_repair_reattaches_the_rest(box: Box) -> None:
+    """The tester's case: a damaged dirents leaf. fsck reports it (no traceback, exit 4,
+    nothing written); a mount meets it, answers EIO and marks the filesystem damaged, so the
+    next mount is refused pointing at fsck; --repair rebuilds the tree and every file whose
+    name was lost is in /lost+found with its data (exit 1); then all is clean."""
+    build(box.image)
+    page = damage(box.image, "dirents", "leaf")
+    before = sha256(box.image)
+    r = box.run("fsck", box.image)
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert f"PROBLEM: page {page} of tree fs.dirents: checksum mismatch" in r.stdout, r.stdout
+    assert "could not be read" in r.stdout and "is named by no entry (lost)" in r.stdout, r.stdout
+    assert r.stdout.strip().endswith("errors left uncorrected"), r.stdout
+    assert f"run 'trax fsck --repair {box.image}'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert sha256(box.image) == before
+
+    box.mount()  # the damage is off the path to the roots: found when it is read
+    with pytest.raises(OSError) as e:
+        os.listdir(box.mp / "d")
+    assert e.value.errno == errno.EIO
+    box.umount()
+    r = box.run("mount", box.image, box.mp, "--log", box.tmp / "refused.log")
+    assert r.returncode == 1 and not os.path.ismount(box.mp), (r.stdout, r.stderr)
+    assert f"filesystem on {box.image} is damaged (1 damaged page(s) met while it was in use, the first page " \
+           f"{page}); run 'trax fsck --repair {box.image}'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+    r = box.run("fsck", box.image, "--repair")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"repaired: page {page} of tree fs.dirents" in r.stdout and "tree fs.dirents rebuilt" in r.stdout
+    assert "repaired: damage mark cleared" in r.stdout and "PROBLEM" not in r.stdout, r.stdout
+    assert r.stdout.strip().endswith("errors corrected")
+    r = box.run("fsck", box.image)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+
+    box.mount()
+    found = names_and_data(box.mp)
+    box.umount()
+    lost = [n for n in found if n.startswith("lost+found/")]
+    assert lost and len(found) == FILES, (len(lost), len(found))
+    assert sorted(found.values()) == sorted(_content(i) for i in range(FILES))  # every file, whole
+    assert all(found[f"d/f{i:03d}"] == _content(i) for i in range(FILES) if f"d/f{i:03d}" in found)
+
+
+@pytest.mark.parametrize("role", ["root", "header"])
+def test_a_tree_whose_root_or_header_is_damaged_loses_nothing(box: Box, role: str) -> None:
+    """Below a damaged root (or header: the root pointer) the leaves are intact: fsck finds
+    them among the leaf pages no tree reaches and rebuilds the tree from them."""
+    build(box.image)
+    page = damage(box.image, "dirents", role)
+    r = box.run("fsck", box.image)
+    assert r.returncode == 4 and f"page {page} of tree fs.dirents" in r.stdout, (r.stdout, r.stderr)
+    assert "found in leaves it no longer reaches" in r.stdout and "could not be read" not in r.stdout, r.stdout
+    r = box.run("mount", box.image, box.mp, "--log", box.tmp / "refused.log")  # a root: found at once
+    assert r.returncode == 1 and f"filesystem on {box.image} is damaged (page {page}: " in r.stderr, r.stderr
+    r = box.run("fsck", box.image, "--repair")
+    assert r.returncode == 1 and "PROBLEM" not in r.stdout, (r.stdout, r.stderr)
+    assert box.run("fsck", box.image).returncode == 0
+    box.mount()
+    assert names_and_data(box.mp) == {f"d/f{i:03d}": _content(i) for i in range(FILES)}
+    box.umount()
+
+
+@pytest.mark.parametrize(("tree", "role", "says"), [
+    ("inodes", "leaf", "inode"),
+    ("extents", "leaf", "file page"),
+    ("cookies", "leaf", "readdir cookie"),
+    ("meta", "root", "(all of them)"),
+    ("orphans", "root", "(all of them)"),
+])
+def test_every_tree_damaged_is_reported_and_repaired(tmp_path: Path, tree: str, role: str, says: str) -> None:
+    image = tmp_path / "fs.img"
+    build(image)
+    page = damage(image, tree, role)
+    with ImageFileDevice(str(image)) as dev:
+        rep = check_device(dev, repair=False, where=str(image))
+        assert rep.exit_code == 4, rep.as_dict()
+        first = rep.problems[0]
+        assert first.startswith(f"page {page} of tree fs.{tree}: checksum mismatch") and says in first, first
+        rep = check_device(dev, repair=True, where=str(image))
+        assert rep.exit_code == 1 and not rep.problems, rep.as_dict()
+        assert any(f"tree fs.{tree} rebuilt" in t for t in rep.repaired), rep.repaired
+        rep = check_device(dev, repair=False, where=str(image))
+        assert rep.exit_code == 0, rep.as_dict()
+    fs = FileSystem.open(ImageFileDevice(str(image)), where=str(image))
+    try:  # what survived is usable: a new file in the repaired filesystem
+        ino = fs.create(ROOT_INO, b"after", 0o644, 0, 0).ino
+        fs.write(ino, 0, b"new")
+        assert fs.read(ino, 0, 3) == b"new"
+    finally:
+        fs.close()
+
+
+def test_a_damaged_allocation_map_is_rebuilt(box: Box) -> None:
+    build(box.image)
+    flip(box.image, _pages_offset(box.image) + 1 * PAGE_SIZE + 100)  # map page 1
+    r = box.run("mount", box.image, box.mp, "--log", box.tmp / "refused.log")
+    assert r.returncode == 1 and f"filesystem on {box.image} is damaged (page 1: checksum mismatch" in r.stderr
+    r = box.run("fsck", box.image)
+    assert r.returncode == 4 and "allocation map page 1: checksum mismatch" in r.stdout, (r.stdout, r.stderr)
+    r = box.run("fsck", box.image, "--repair")
+    assert r.returncode == 1 and "allocation map page(s) rebuilt" in r.stdout, (r.stdout, r.stderr)
+    assert box.run("fsck", box.image).returncode == 0
+    box.mount()
+    assert names_and_data(box.mp) == {f"d/f{i:03d}": _content(i) for i in range(FILES)}
+    (box.mp / "more").write_bytes(b"m" * 100_000)  # allocation works, and takes nothing owned
+    box.umount()
+    assert box.run("fsck", box.image).returncode == 0
+
+
+def _pages_offset(image: Path) -> int:
+    with ImageFileDevice(str(image)) as dev:
+        return read_superblock(dev, str(image)).pages_offset
+
+
+@pytest.mark.parametrize("copy", [0, 1])
+def test_a_damaged_superblock_copy_is_reported_and_rewritten(box: Box, copy: int) -> None:
+    build(box.image)
+    flip(box.image, COPIES[copy] + 40)
+    before = sha256(box.image)
+    r = box.run("fsck", box.image)
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert f"PROBLEM: {box.image} superblock copy {copy}: superblock checksum mismatch" in r.stdout, r.stdout
+    assert sha256(box.image) == before
+    r = box.run("fsck", box.image, "--repair")
+    assert r.returncode == 1 and f"superblock copy {copy}" in r.stdout and "(rewritten)" in r.stdout, r.stdout
+    assert box.run("fsck", box.image).returncode == 0
+
+
+def test_a_damaged_catalog_is_an_operational_error(box: Box) -> None:
+    build(box.image)
+    flip(box.image, _pages_offset(box.image) + 200)  # page 0: the catalog of trees
+    r = box.run("fsck", box.image, "--repair")
+    assert r.returncode == 8, (r.stdout, r.stderr)
+    assert "page 0: checksum mismatch" in r.stderr and "fsck cannot check it" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    r = box.run("mount", box.image, box.mp, "--log", box.tmp / "refused.log")
+    assert r.returncode == 1 and f"filesystem on {box.image} is damaged (page 0: " in r.stderr, r.stderr
+
+
+def test_fsck_partial_checks_a_degraded_mirror(box: Box) -> None:
+    disks = [box.tmp / f"d{i}.img" for i in range(2)]
+    box.ok("pv", "create", *disks, "--size", "64M")
+    box.ok("vg", "create", "vg0", *disks)
+    box.ok("lv", "create", "vg0/m", "--size", "32M", "--mirror")
+    box.ok("mkfs", "vg0/m")
+    os.remove(disks[1])
+    r = box.run("fsck", "vg0/m")
+    assert r.returncode == 8 and str(disks[1]) in r.stderr and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    r = box.run("fsck", "vg0/m", "--partial")
+    assert r.returncode == 0 and r.stdout.strip().endswith("clean"), (r.stdout, r.stderr)

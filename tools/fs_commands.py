@@ -26,7 +26,6 @@ from traxfs.fs.errors import FsError, NotTraxfs
 from traxfs.tools.fs_target import open_target
 from traxfs.tools.sizes import format_size
 from traxfs.volume.errors import UsageError, VolumeError
-from traxfs.volume.overlay import OverlayDevice
 from traxfs.volume.registry import Registry
 
 FS_ERRORS = (FsError, NotTraxfs, SuperblockError)
@@ -165,24 +164,24 @@ def cmd_umount(a: argparse.Namespace, reg: Registry, out) -> None:
 
 
 def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
-    from traxfs.fs.filesystem import FileSystem
-    from traxfs.fs.fsck import EXIT_OPERATIONAL, fsck
+    from traxfs.fs.engine.page import PageCorrupt
+    from traxfs.fs.fsck import EXIT_OPERATIONAL, check_device
 
     try:
-        with open_target(reg, a.target) as (dev, _):
-            # a check alone writes nothing: recovery and the check run on a memory overlay
-            fs = FileSystem.open(dev if a.repair else OverlayDevice(dev), where=a.target)
-            try:
-                rep = fsck(fs, repair=a.repair)
-            finally:
-                fs.close()
-    except FS_ERRORS + (VolumeError,) as e:
+        with open_target(reg, a.target, partial=a.partial) as (dev, _):
+            rep = check_device(dev, repair=a.repair, where=a.target)
+    except FS_ERRORS + (VolumeError, PageCorrupt) as e:
         print(f"trax fsck: {e}", file=sys.stderr)
+        return EXIT_OPERATIONAL
+    except Exception as e:  # noqa: BLE001  (a bug: say so in one line, never a traceback)
+        print(f"trax fsck: {a.target}: the check stopped on an internal error: {type(e).__name__}: {e}",
+              file=sys.stderr)
         return EXIT_OPERATIONAL
 
     def text() -> str:
         lines = [f"{a.target}: {rep.counts['inodes']} inodes, {rep.counts['entries']} entries, "
                  f"{rep.counts['data_pages']} data pages"]
+        lines += [f"note: {t}" for t in rep.notes]
         lines += [f"repaired: {t}" for t in rep.repaired]
         lines += [f"PROBLEM: {t}" for t in rep.problems]
         lines.append("clean" if rep.exit_code == 0 else
@@ -193,6 +192,8 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
         print(json.dumps(rep.as_dict(), indent=2, sort_keys=True))
     else:
         print(text())
+    if rep.problems and not a.repair:
+        print(f"trax fsck: run 'trax fsck --repair {a.target}' to repair what can be", file=sys.stderr)
     return rep.exit_code
 
 
@@ -221,4 +222,5 @@ def add_parsers(top, sub, size_type) -> None:
     q = sub(top, "fsck", cmd_fsck, "check and repair an unmounted traxfs filesystem (trax-fsck(8))")
     q.add_argument("target", metavar="VG/LV|DEVICE")
     q.add_argument("--repair", "-y", action="store_true", help="repair what can be repaired")
+    q.add_argument("--partial", action="store_true", help="check a mirror degraded if a device is missing")
     q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")

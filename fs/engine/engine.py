@@ -124,6 +124,7 @@ class Engine:
         self.nmaps = -(-sb.page_count // BITS_PER_MAP)
         self.map_pages = sb.map_pages or self.nmaps  # version 1 superblocks: every map contiguous
         self.damage: dict[int, str] = {}  # damaged pages met since open (``note_damage``)
+        self.crashed = bool(sb.in_use)  # the last stop was not a clean close (version 1: unknown, False)
         self.closed = False
         self.checkpoint_error: str | None = None
         from traxfs.fs.engine.alloc import Allocator
@@ -150,7 +151,7 @@ class Engine:
 
     def _start_log(self, end_lsn: int, max_xid: int) -> None:
         """Called by recovery once the log's end is known: new epoch, then the log manager."""
-        self._write_sb(epoch=self.sb.epoch + 1)
+        self._write_sb(epoch=self.sb.epoch + 1, in_use=1)
         self.log = LogManager(self.store, end_lsn, self.sb.epoch, _log_buffer_factory(self._log_buffer),
                               policy=self._policy, on_pressure=self._ckpt_requested.set)
         self.log.trunc_lsn = self.sb.trunc_lsn
@@ -417,7 +418,7 @@ class Engine:
         self.closed = True
         self._ckpt_requested.set()
         self.log.close(flush=True)
-        self.dev.flush()
+        self._write_sb(in_use=0)  # flushes the device too
 
     def unclean_shutdown(self) -> None:
         """Simulate a crash (Stasis' TuncleanShutdown): stop without writing anything more.

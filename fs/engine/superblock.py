@@ -20,9 +20,10 @@ older sequence number, so a torn superblock write leaves the previous one intact
                        grow (``traxfs.fs.engine.resize``) sit at the first page they cover
     errors         u32 damaged pages met while the engine was in use (0: none seen)
     error_page     u64 the first of them
+    in_use         u32 1 from open until a clean close: found set at open, the last stop was a crash
     crc            u32 crc32c of all of the above
 
-Version 2 added ``map_pages``, ``errors`` and ``error_page``. A version 1 superblock (without
+Version 2 added ``map_pages``, ``errors``, ``error_page`` and ``in_use``. A version 1 superblock (without
 them: every map contiguous, no errors recorded) is still read; the next write makes it
 version 2.
 """
@@ -37,7 +38,7 @@ import crc32c
 MAGIC = b"TRAXENG1"
 ENGINE_VERSION = 2
 _V1 = struct.Struct("<8sIIQQQQQQIQI")
-_FMT = struct.Struct("<8sIIQQQQQQIQIIIQ")
+_FMT = struct.Struct("<8sIIQQQQQQIQIIIQI")
 _HEAD = struct.Struct("<8sI")
 _CRC = struct.Struct("<I")
 COPIES = (0, 4096)
@@ -63,6 +64,7 @@ class Superblock:
     map_pages: int = 0  # 0: every map at pages 1..k (version 1, never grown)
     errors: int = 0
     error_page: int = 0
+    in_use: int = 0
 
     @property
     def end(self) -> int:
@@ -72,7 +74,8 @@ class Superblock:
     def pack(self) -> bytes:
         body = _FMT.pack(MAGIC, ENGINE_VERSION, self.page_size, self.log_offset, self.log_size,
                          self.pages_offset, self.page_count, self.checkpoint_lsn, self.trunc_lsn,
-                         self.epoch, self.seq, self.log_id, self.map_pages, self.errors, self.error_page)
+                         self.epoch, self.seq, self.log_id, self.map_pages, self.errors, self.error_page,
+                         self.in_use)
         return body + _CRC.pack(crc32c.crc32c(body))
 
     @classmethod
