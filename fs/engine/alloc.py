@@ -33,11 +33,16 @@ class Allocator:
         self.e = engine
         self.bits_per_map = (PAGE_SIZE - HEADER) * 8
         self.first_data = 1 + engine.map_pages
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # searching and setting bits (pins map pages meanwhile)
         self._cursor = self.first_data
         # first page -> [count, LSN]: freed, not yet reusable; the LSN (0 until known) is that of
-        # the commit whose durability releases it (a free that waits only for its commit: 0)
+        # the commit whose durability releases it (a free that waits only for its commit: 0).
+        # Entries are added under both locks (never during a search) and removed under
+        # ``_qlock`` alone: a release runs in whatever thread made the commit durable, which may
+        # hold a page latch an allocation is waiting for (a checkpoint forcing the log), so it
+        # must never wait for ``_lock``
         self._quarantine: dict[int, list[int]] = {}
+        self._qlock = threading.Lock()
 
     def _map_of(self, pid: int) -> tuple[int, int]:
         return self.e.map_page(pid // self.bits_per_map), pid % self.bits_per_map
@@ -61,7 +66,9 @@ class Allocator:
                 value = cached[m] = int.from_bytes(self._bitmap(m), "little")
             out |= ((value >> bit) & ((1 << n) - 1)) << (pid - first)
             pid += n
-        for q, (n, _) in self._quarantine.items():
+        with self._qlock:
+            held = [(q, n) for q, (n, _) in self._quarantine.items()]
+        for q, n in held:
             lo, hi = max(q, first), min(q + n, first + count)
             if lo < hi:
                 out |= ((1 << (hi - lo)) - 1) << (lo - first)
@@ -112,13 +119,13 @@ class Allocator:
     def _reclaim(self) -> bool:
         """Force the log up to the newest free waiting for durability and release every free
         it made durable (their callbacks may not have run yet). True if there was any."""
-        with self._lock:
+        with self._qlock:
             want = max((lsn for _, lsn in self._quarantine.values()), default=0)
         if not want:
             return False
         self.e.log.force(want)
         durable = self.e.log.durable_lsn
-        with self._lock:
+        with self._qlock:
             for q in [q for q, (_, lsn) in self._quarantine.items() if 0 < lsn <= durable]:
                 del self._quarantine[q]
         return True
@@ -168,24 +175,24 @@ class Allocator:
         entry = [count, 0]
 
         def release() -> None:
-            with self._lock:  # only this free's entry: the pages may have been reused and freed anew
+            with self._qlock:  # only this free's entry: the pages may have been reused and freed anew
                 if self._quarantine.get(first) is entry:
                     del self._quarantine[first]
 
         def hold(t: Transaction) -> None:
-            with self._lock:
+            with self._lock, self._qlock:
                 self._quarantine[first] = entry
             self._set(t, first, count, ops.OP_CLEAR_BITS)
 
         def when_durable(handle) -> None:
-            entry[1] = handle.lsn  # read by _reclaim under the lock; set before the callback can run
+            entry[1] = handle.lsn  # read by _reclaim under _qlock; set before the callback can run
             handle.add_callback(release)
 
         tx.pre_commit.append(hold)
         tx.post_commit.append(when_durable if until_durable else lambda handle: release())
 
     def quarantined_pages(self) -> int:
-        with self._lock:
+        with self._qlock:
             return sum(n for n, _ in self._quarantine.values())
 
     def free_page(self, tx: Transaction, pid: int) -> None:
