@@ -179,14 +179,17 @@ class DataMap:
         """Allocate pages for the holes in [off, off+length); returns new (file page, device
         page, count) pieces, not yet in the map (see :meth:`publish`).
 
-        A write that grows the file (``size`` is its size before) also preallocates pages past
-        its end, as many as the file will have then, up to :data:`PREALLOC_PAGES`: a file
-        written by small appends allocates (and logs) once per doubling, then once per MiB,
-        instead of once per write. Preallocated pages are never readable before they are
-        written: reads stop at the size, and growing the size zeroes what it exposes."""
+        A write that grows a file that already holds data (``size`` is its size before) also
+        preallocates pages past its end, as many as the file will have then, up to
+        :data:`PREALLOC_PAGES`: a file written by small appends allocates (and logs) once per
+        doubling, then once per MiB, instead of once per write. The first write of an empty file
+        does not: most small files are written by one request, and preallocation there would
+        only cost a transaction to give it back at close. Preallocated pages are never readable
+        before they are written: reads stop at the size, and growing the size zeroes what it
+        exposes."""
         first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
         alloc_stop = stop
-        if off + length > size:
+        if off + length > size > 0:
             self.preallocated.add(ino)  # given back at the last close (FileSystem.give_back)
             alloc_stop = stop + min(PREALLOC_PAGES, stop)
             beyond = self.extents(ino, stop, alloc_stop)

@@ -125,9 +125,9 @@ def test_st_blocks_of_a_sparse_file_counts_what_it_holds(tmp_path: Path) -> None
 
 def test_preallocation_a_crash_leaves_is_a_note_and_the_next_mount_gives_it_back(tmp_path: Path) -> None:
     with traxfs_mount(tmp_path, size=64 * MiB) as m:
-        f = open(m.mp / "open", "wb")  # noqa: SIM115 - still open when the server dies
-        f.write(b"x" * 100_000)
-        f.flush()
+        f = open(m.mp / "open", "wb", buffering=0)  # noqa: SIM115 - still open when the server dies
+        f.write(b"x" * 50_000)
+        f.write(b"x" * 50_000)  # an append: this one preallocates past the end
         os.fsync(f.fileno())
         m.kill()
         try:
@@ -150,7 +150,8 @@ def test_fsck_is_strict_about_extents_past_the_size_after_a_clean_stop(tmp_path:
     dev = ImageFileDevice(str(image))
     fs = FileSystem.open(dev, where=str(image))
     ino = fs.create(ROOT_INO, b"f", 0o644, 0, 0).ino
-    fs.write(ino, 0, b"y" * 20_000)
+    fs.write(ino, 0, b"y" * 10_000)
+    fs.write(ino, 10_000, b"y" * 10_000)  # an append: this one preallocates past the end
     assert fs.data.allocated_pages(ino) > _pages(20_000) // PAGE
     fs.data.preallocated.discard(ino)  # the give-back never hears of it
     fs.close()
