@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ from fsmount import Mount, is_mounted, trax
 
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
-from traxfs.fs.engine.superblock import COPIES, read_superblock
+from traxfs.fs.engine.resize import new_page_count, write_new_maps
+from traxfs.fs.engine.superblock import COPIES, read_superblock, write_superblock
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.fsck import check_device
 from traxfs.fs.struct.btree import BTree
@@ -336,3 +338,90 @@ def test_fsck_partial_checks_a_degraded_mirror(box: Box) -> None:
     assert r.returncode == 8 and str(disks[1]) in r.stderr and "Traceback" not in r.stderr, (r.stdout, r.stderr)
     r = box.run("fsck", "vg0/m", "--partial")
     assert r.returncode == 0 and r.stdout.strip().endswith("clean"), (r.stdout, r.stderr)
+
+
+# ----- growing (trax resize) ---------------------------------------------------------------------
+def _df(mp: Path) -> tuple[int, int]:
+    st = os.statvfs(mp)
+    return st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize
+
+
+def test_resize_grows_an_image_to_its_new_size(box: Box) -> None:
+    """64 MiB grown to 256 MiB: past the range of the first allocation map, so a new map is
+    placed in the new space; a file larger than the old filesystem then fits."""
+    box.ok("mkfs", box.image, "--size", "64M")
+    box.mount()
+    old = os.urandom(30 * MiB)
+    (box.mp / "old").write_bytes(old)
+    total0, _ = _df(box.mp)
+    box.umount()
+
+    os.truncate(box.image, 256 * MiB)
+    before = sha256(box.image)
+    r = box.run("resize", box.image, "--size", "32M")
+    assert r.returncode == 1 and "can grow, not shrink" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = box.run("resize", box.image, "--size", "1G")
+    assert r.returncode == 1 and "the device holds only 256.0 MiB" in r.stderr, r.stderr
+    assert sha256(box.image) == before  # refused: nothing written
+    r = box.run("resize", box.image)
+    assert r.returncode == 0 and "filesystem grown from 64MiB to 256MiB" in r.stdout, (r.stdout, r.stderr)
+    r = box.run("resize", box.image)
+    assert r.returncode == 0 and "nothing to do" in r.stdout, (r.stdout, r.stderr)
+    assert box.run("fsck", box.image).returncode == 0
+
+    box.mount()
+    total, free = _df(box.mp)
+    assert total > total0 + 180 * MiB and free > 180 * MiB, (total0, total, free)
+    big = os.urandom(MiB) * 100  # more than the whole filesystem held before
+    (box.mp / "big").write_bytes(big)
+    assert (box.mp / "old").read_bytes() == old and (box.mp / "big").read_bytes() == big
+    box.umount()
+    r = box.run("fsck", box.image)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+
+
+def test_resize_after_lv_extend(box: Box) -> None:
+    disks = [box.tmp / f"d{i}.img" for i in range(2)]
+    box.ok("pv", "create", *disks, "--size", "96M")
+    box.ok("vg", "create", "vg0", *disks)
+    box.ok("lv", "create", "vg0/fs", "--size", "40M")
+    box.ok("mkfs", "vg0/fs")
+    box.ok("lv", "extend", "vg0/fs", "--size", "152M")
+    r = box.run("resize", "vg0/fs")
+    assert r.returncode == 0 and "filesystem grown from 40MiB to 152MiB" in r.stdout, (r.stdout, r.stderr)
+    box.image = "vg0/fs"  # type: ignore[assignment]  (the box mounts what it is told)
+    box.mount()
+    data = os.urandom(MiB) * 60
+    (box.mp / "f").write_bytes(data)
+    assert (box.mp / "f").read_bytes() == data
+    box.umount()
+    assert box.run("fsck", "vg0/fs").returncode == 0
+
+
+def test_a_grow_interrupted_leaves_the_old_or_the_new_size(tmp_path: Path) -> None:
+    """The maps are written before the superblock names them: stopped there, the engine has its
+    old size; stopped after the first superblock copy, its new one; fsck is clean either way."""
+    image = tmp_path / "fs.img"
+    build(image)
+    os.truncate(image, 256 * MiB)
+    with ImageFileDevice(str(image)) as dev:
+        sb = read_superblock(dev, str(image))
+        count = new_page_count(dev, sb, None, str(image))
+        write_new_maps(dev, sb, count)  # ... and the superblock write never happens
+        assert read_superblock(dev, str(image)).page_count == sb.page_count
+        assert check_device(dev, repair=False, where=str(image)).exit_code == 0
+        sb = read_superblock(dev, str(image))
+        map_pages = write_new_maps(dev, sb, count)
+        write_superblock(dev, replace(sb, page_count=count, map_pages=map_pages))  # one copy only
+        assert read_superblock(dev, str(image)).page_count == count
+        rep = check_device(dev, repair=False, where=str(image))
+        assert rep.exit_code == 0, rep.as_dict()
+    fs = FileSystem.open(ImageFileDevice(str(image)), where=str(image))
+    try:
+        assert fs.statfs().blocks == count
+        ino = fs.create(ROOT_INO, b"big", 0o644, 0, 0).ino
+        fs.write(ino, 0, b"z" * (100 * MiB))  # reaches the new map's range
+    finally:
+        fs.close()
+    with ImageFileDevice(str(image)) as dev:
+        assert check_device(dev, repair=False, where=str(image)).exit_code == 0

@@ -1,5 +1,5 @@
-"""`trax mkfs`, `trax mount`, `trax umount`, `trax fsck` (man pages: trax-mkfs(8), trax-mount(8),
-trax-umount(8), trax-fsck(8)).
+"""`trax mkfs`, `trax mount`, `trax umount`, `trax fsck`, `trax resize` (man pages: trax-mkfs(8),
+trax-mount(8), trax-umount(8), trax-fsck(8), trax-resize(8)).
 
 ``trax mount`` runs as a daemon by default: it starts ``trax mount --foreground`` as a new
 session with its output in a log file, waits until the mount is live (the server writes its
@@ -197,6 +197,28 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
     return rep.exit_code
 
 
+def cmd_resize(a: argparse.Namespace, reg: Registry, out) -> None:
+    from traxfs.fs.engine.resize import ResizeRefused, grow
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.volume.overlay import OverlayDevice
+
+    with open_target(reg, a.target) as (dev, _):
+        # a look first (on a memory overlay): only a healthy traxfs is grown
+        FileSystem.open(OverlayDevice(dev), where=a.target).crash()
+        try:
+            before, after = grow(dev, a.size, name=a.target)
+        except ResizeRefused as e:
+            raise UsageError(str(e)) from None
+    doc = {"target": a.target, "old_size": before.end, "new_size": after.end,
+           "pages_added": after.page_count - before.page_count}
+    if after.page_count == before.page_count:
+        out.emit(doc, lambda: f"{a.target}: the filesystem already fills {format_size(after.end)} of its device; "
+                              "nothing to do (grow the device first: truncate -s, or trax lv extend)")
+    else:
+        out.emit(doc, lambda: f"{a.target}: filesystem grown from {format_size(before.end)} to "
+                              f"{format_size(after.end)} ({doc['pages_added']} pages added)")
+
+
 def add_parsers(top, sub, size_type) -> None:
     q = sub(top, "mkfs", cmd_mkfs, "create a traxfs filesystem on a logical volume or device (trax-mkfs(8))")
     q.add_argument("target", metavar="VG/LV|DEVICE")
@@ -224,3 +246,6 @@ def add_parsers(top, sub, size_type) -> None:
     q.add_argument("--repair", "-y", action="store_true", help="repair what can be repaired")
     q.add_argument("--partial", action="store_true", help="check a mirror degraded if a device is missing")
     q.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")
+    q = sub(top, "resize", cmd_resize, "grow an unmounted traxfs filesystem to fill its device (trax-resize(8))")
+    q.add_argument("target", metavar="VG/LV|DEVICE")
+    q.add_argument("--size", type=size_type, help="grow to this size instead of the whole device")
