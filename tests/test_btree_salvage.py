@@ -3,6 +3,7 @@ a three-level tree, a page damaged on the device, and what :func:`salvage` still
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,25 +43,30 @@ def image(tmp_path_factory) -> tuple[Path, int]:
     return path, header
 
 
-def _open(path: Path, damaged: list[int]):
-    """A copy of the image with a byte flipped in each of ``damaged``, opened."""
-    copy = path.with_name(f"copy-{'-'.join(map(str, damaged))}.img")
-    copy.write_bytes(path.read_bytes())
-    dev = ImageFileDevice(str(copy))
+@contextmanager
+def opened(path: Path, damaged: tuple[int, ...] = ()):
+    """The engine of ``path`` — of a copy of it with a byte flipped in each page of ``damaged``."""
+    if damaged:
+        copy = path.with_name(f"copy-{'-'.join(map(str, damaged))}.img")
+        copy.write_bytes(path.read_bytes())
+        path = copy
+    dev = ImageFileDevice(str(path))
     eng = Engine.open(dev)
-    for pid in damaged:
-        off = eng.sb.pages_offset + pid * PAGE_SIZE + 500
-        raw = bytearray(dev.read(off, 1))
-        dev.write(off, bytes([raw[0] ^ 0xFF]))
-    eng.buffer.drop_all()
-    return dev, eng
+    try:
+        for pid in damaged:
+            off = eng.sb.pages_offset + pid * PAGE_SIZE + 500
+            raw = bytearray(dev.read(off, 1))
+            dev.write(off, bytes([raw[0] ^ 0xFF]))
+        eng.buffer.drop_all()
+        yield eng
+    finally:
+        eng.close()
+        dev.close()
 
 
 def _shape(path: Path, header: int) -> tuple[int, list[int], list[list[int]]]:
     """(root, level-1 nodes, the leaves under each of them)."""
-    dev = ImageFileDevice(str(path))
-    eng = Engine.open(dev)
-    try:
+    with opened(path) as eng:
         root = BTree(eng, header)._root()  # noqa: SLF001 - the test picks pages to damage
         with eng.page(root) as f:
             mids = [_inner_child(f.data, i) for i in range(nslots(f.data))]
@@ -70,42 +76,31 @@ def _shape(path: Path, header: int) -> tuple[int, list[int], list[list[int]]]:
                 assert aux_of(f.data) == 1, "the tree is three levels deep"
                 leaves.append([_inner_child(f.data, i) for i in range(nslots(f.data))])
         return root, mids, leaves
-    finally:
-        eng.close()
-        dev.close()
 
 
 def test_a_damaged_inner_node_loses_nothing(image) -> None:
     """The leaves under a damaged inner node are reached along the leaf chain."""
     path, header = image
     _, mids, _ = _shape(path, header)
-    dev, eng = _open(path, [mids[len(mids) // 2]])
-    try:
+    with opened(path, (mids[len(mids) // 2],)) as eng:
         s = salvage(eng, header)
-        assert [p for p, _ in s.damaged] == [mids[len(mids) // 2]]
-        assert s.lost == []
-        assert s.entries == [(key(i), value(i)) for i in range(N)]
-    finally:
-        eng.close()
-        dev.close()
+    assert [p for p, _ in s.damaged] == [mids[len(mids) // 2]]
+    assert s.lost == []
+    assert s.entries == [(key(i), value(i)) for i in range(N)]
 
 
 def test_a_damaged_leaf_loses_its_entries_and_says_which(image) -> None:
     path, header = image
     _, _, leaves = _shape(path, header)
     victim = leaves[1][3]
-    dev, eng = _open(path, [victim])
-    try:
+    with opened(path, (victim,)) as eng:
         s = salvage(eng, header)
-        assert [p for p, _ in s.damaged] == [victim] and len(s.lost) == 1
-        got = dict(s.entries)
-        missing = [i for i in range(N) if key(i) not in got]
-        assert 0 < len(missing) < 100 and missing == list(range(missing[0], missing[-1] + 1))
-        assert s.lost == [(key(missing[0] - 1), key(missing[-1] + 1))]
-        assert all(got[key(i)] == value(i) for i in range(N) if key(i) in got)
-    finally:
-        eng.close()
-        dev.close()
+    assert [p for p, _ in s.damaged] == [victim] and len(s.lost) == 1
+    got = dict(s.entries)
+    missing = [i for i in range(N) if key(i) not in got]
+    assert 0 < len(missing) < 100 and missing == list(range(missing[0], missing[-1] + 1))
+    assert s.lost == [(key(missing[0] - 1), key(missing[-1] + 1))]
+    assert all(got[key(i)] == value(i) for i in range(N) if key(i) in got)
 
 
 def test_an_inner_node_and_the_leaf_left_of_it(image) -> None:
@@ -114,13 +109,9 @@ def test_an_inner_node_and_the_leaf_left_of_it(image) -> None:
     path, header = image
     _, mids, leaves = _shape(path, header)
     k = len(mids) // 2
-    dev, eng = _open(path, [mids[k], leaves[k - 1][-1]])
-    try:
+    with opened(path, (mids[k], leaves[k - 1][-1])) as eng:
         s = salvage(eng, header)
-        assert len(s.damaged) == 2 and len(s.lost) == 1
         owned = s.pages | {p for p, _ in s.damaged}
         chains = leaf_chains(eng, [p for group in leaves for p in group if p not in owned])
-        assert len(chains) == 1 and chains[0].pages == leaves[k] and chains[0].link == leaves[k + 1][0]
-    finally:
-        eng.close()
-        dev.close()
+    assert len(s.damaged) == 2 and len(s.lost) == 1
+    assert len(chains) == 1 and chains[0].pages == leaves[k] and chains[0].link == leaves[k + 1][0]

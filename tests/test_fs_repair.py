@@ -15,15 +15,14 @@ What is promised (man/trax-fsck.8, trax-mount.8, trax-resize.8):
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fsmount import Mount, is_mounted, trax
+from fsmount import Mount
+from test_fs_tools import Rig, sha256
 
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
@@ -42,34 +41,16 @@ if shutil.which("fusermount3") is None or not os.path.exists("/dev/fuse"):
     pytest.skip("FUSE (fusermount3, /dev/fuse) is not available", allow_module_level=True)
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(4 * MiB), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-class Box:
-    """An image, a trax home and a mount point under ``tmp_path``; teardown stops any mount."""
+class Box(Rig):
+    """The CLI rig of test_fs_tools, plus a foreground mount of its image at one mount point
+    (teardown stops it, and any daemon mount a failing test left there)."""
 
     def __init__(self, tmp_path: Path):
-        self.tmp = tmp_path
-        self.home = tmp_path / "home"
-        self.image = tmp_path / "fs.img"
-        self.mp = tmp_path / "mnt"
-        self.mp.mkdir()
+        super().__init__(tmp_path)
+        self.mp = self.mountpoint()
         self.mount_: Mount | None = None
 
-    def run(self, *args: object) -> subprocess.CompletedProcess:
-        return trax(*map(str, args), home=self.home, check=False, timeout=120)
-
-    def ok(self, *args: object) -> subprocess.CompletedProcess:
-        r = self.run(*args)
-        assert r.returncode == 0, (args, r.stdout, r.stderr)
-        return r
-
-    def mount(self, *extra: str) -> Mount:
+    def mount(self, *extra: str) -> Mount:  # type: ignore[override]  (foreground, not the daemon)
         self.mount_ = Mount(self.image, self.home, self.mp, self.tmp / "mount.log", extra)
         self.mount_.start()
         return self.mount_
@@ -88,10 +69,7 @@ def box(tmp_path: Path):
     finally:
         if b.mount_ is not None:
             b.mount_.kill()
-        if is_mounted(b.mp):  # a daemon mount a failing test made (its server exits on unmount)
-            subprocess.run(["fusermount3", "-u", str(b.mp)], capture_output=True)
-        if is_mounted(b.mp):
-            subprocess.run(["fusermount3", "-uz", str(b.mp)], capture_output=True)
+        b.cleanup()  # a daemon mount a failing test made there (its server exits on unmount)
 
 
 # ----- a truncated image (issue 12, item 11) -----------------------------------------------------
@@ -361,7 +339,7 @@ def test_resize_grows_an_image_to_its_new_size(box: Box) -> None:
     r = box.run("resize", box.image, "--size", "32M")
     assert r.returncode == 1 and "can grow, not shrink" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = box.run("resize", box.image, "--size", "1G")
-    assert r.returncode == 1 and "the device holds only 256.0 MiB" in r.stderr, r.stderr
+    assert r.returncode == 1 and "the device holds only 256 MiB" in r.stderr, r.stderr
     assert sha256(box.image) == before  # refused: nothing written
     r = box.run("resize", box.image)
     assert r.returncode == 0 and "filesystem grown from 64MiB to 256MiB" in r.stdout, (r.stdout, r.stderr)

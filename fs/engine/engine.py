@@ -51,7 +51,8 @@ class DeviceTooSmall(SuperblockError):
     """The device is shorter than the page area its superblock describes (a truncated image)."""
 
 
-def _mib(n: int) -> str:
+def mib_text(n: int) -> str:
+    """A device size for messages: whole MiB when it is one, else bytes."""
     return f"{n / (1 << 20):.0f} MiB" if n % (1 << 20) == 0 else f"{n} bytes"
 
 
@@ -62,7 +63,7 @@ def check_device_size(dev, sb: Superblock, name: str) -> None:
         raise SuperblockError(f"{name}: superblock places the log ({sb.log_offset}+{sb.log_size}) over the "
                               f"pages (at {sb.pages_offset}): damaged")
     if dev.size < sb.end:
-        raise DeviceTooSmall(f"{name} is {_mib(dev.size)} but its filesystem needs {_mib(sb.end)}: the device or "
+        raise DeviceTooSmall(f"{name} is {mib_text(dev.size)} but its filesystem needs {mib_text(sb.end)}: the device or "
                              f"image was truncated or shrunk; restore its size (an image file: truncate -s {sb.end} "
                              f"{name}; a logical volume: trax lv extend) or recreate it")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from traxfs.fs.engine.engine import BITS_PER_MAP, Engine, check_device_size
+from traxfs.fs.engine.engine import BITS_PER_MAP, Engine, check_device_size, mib_text
 from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal
 from traxfs.fs.engine.superblock import Superblock, read_superblock, write_superblock
 
@@ -31,20 +31,16 @@ class ResizeRefused(ValueError):
     """The size asked for cannot be had (smaller than the engine, larger than the device)."""
 
 
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
-
-
 def new_page_count(dev, sb: Superblock, size: int | None, name: str) -> int:
     """Pages of an engine grown to ``size`` bytes of ``dev`` (None: all of it); refuses a size
     the device cannot hold or one smaller than the engine is now."""
     target = dev.size if size is None else size
     if target > dev.size:
-        raise ResizeRefused(f"{name}: cannot grow to {_mib(target)}: the device holds only {_mib(dev.size)} "
+        raise ResizeRefused(f"{name}: cannot grow to {mib_text(target)}: the device holds only {mib_text(dev.size)} "
                             "(grow it first: truncate -s, or trax lv extend)")
     count = (target - sb.pages_offset) // PAGE_SIZE
     if count < sb.page_count:
-        raise ResizeRefused(f"{name}: {_mib(target)} is smaller than the filesystem ({_mib(sb.end)}): "
+        raise ResizeRefused(f"{name}: {mib_text(target)} is smaller than the filesystem ({mib_text(sb.end)}): "
                             "traxfs can grow, not shrink")
     return count
 
