@@ -164,7 +164,10 @@ class FileSystem:
         damaged ``meta`` tree (``sb`` None) — and leave everything as found: no orphans reaped,
         damaged pages reported by fsck rather than recorded in the superblock."""
         where = where or getattr(dev, "path", None) or repr(dev)
-        probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
+        try:
+            probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
+        except PageCorrupt as e:  # recovery (undoing a loser) met a damaged page
+            raise FsDamaged(where, f"{e}, met by recovery") from None
         probe.buffer.on_corrupt = None  # a look only: what it finds is said below, once
         try:
             _look_for_damage(probe, where, checking)

@@ -30,6 +30,7 @@ from traxfs.fs.engine.resize import new_page_count, write_new_maps
 from traxfs.fs.engine.superblock import COPIES, read_superblock, write_superblock
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.fsck import check_device
+from traxfs.fs.records import dirent_key
 from traxfs.fs.struct.btree import BTree
 from traxfs.fs.struct.btree_salvage import salvage
 from traxfs.volume.device import ImageFileDevice
@@ -403,3 +404,26 @@ def test_a_grow_interrupted_leaves_the_old_or_the_new_size(tmp_path: Path) -> No
         fs.close()
     with ImageFileDevice(str(image)) as dev:
         assert check_device(dev, repair=False, where=str(image)).exit_code == 0
+
+
+def test_damage_met_by_recovery_is_a_clear_refusal(box: Box) -> None:
+    """A crash left a transaction to undo; the undo descends a tree whose root (not changed
+    since it was last written, so not rebuilt by redo) is damaged."""
+    build(box.image)
+    dev = ImageFileDevice(str(box.image))
+    fs = FileSystem.open(dev, where=str(box.image))
+    key = dirent_key(fs.lookup(ROOT_INO, b"d").ino, b"f150")
+    tx = fs._begin()  # noqa: SLF001 - a loser for recovery to undo: one leaf changed, no split
+    fs.t["dirents"].put(tx, key, fs.t["dirents"].get(key)[:8] + bytes(8))
+    fs.e.log.force(fs.e.log.reserved())
+    page = fs.t["dirents"]._root()  # noqa: SLF001 - the page the undo descends through
+    where = fs.e.sb.pages_offset + page * PAGE_SIZE + 333
+    fs.crash()
+    dev.close()
+    flip(box.image, where)  # after the crash: no recovery has run yet
+    r = box.run("mount", box.image, box.mp, "--log", box.tmp / "refused.log")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"filesystem on {box.image} is damaged (page {page}: checksum mismatch" in r.stderr, r.stderr
+    r = box.run("fsck", box.image)
+    assert r.returncode == 8 and f"page {page}: checksum mismatch" in r.stderr, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
