@@ -20,3 +20,11 @@ class FsError(Exception):
 
 class NotTraxfs(Exception):
     """The device holds no traxfs filesystem, a damaged one, or one of another version."""
+
+
+class FsDamaged(NotTraxfs):
+    """The filesystem is damaged: refused (mount), with the damage and what to run."""
+
+    def __init__(self, where: str, detail: str):
+        super().__init__(f"filesystem on {where} is damaged ({detail}); run 'trax fsck --repair {where}'")
+        self.where, self.detail = where, detail

@@ -39,12 +39,13 @@ from traxfs.fs.engine import nowait
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy, LogFull
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
+from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt
+from traxfs.fs.errors import FsDamaged, FsError, NotTraxfs
 from traxfs.fs.inode_locks import InodeLocks
 from traxfs.fs.records import (
     CHUNK,
     COOKIE_MASK,
+    EXTENT,
     FIRST_COOKIE,
     U64,
     Inode,
@@ -86,6 +87,28 @@ class StatFs:
 
 def _now() -> int:
     return time.time_ns()
+
+
+def _look_for_damage(engine: Engine, where: str, checking: bool) -> None:
+    """Mount's quick look (on the probe engine): the catalog, every tree's header and root, the
+    superblock record, the allocation maps, and the damage mark the engine keeps. Refuses with
+    :class:`FsDamaged`."""
+    try:
+        trees, _ = open_trees(engine, where, checking)
+        if checking:
+            return
+        for tree in trees.values():
+            tree.verify_root()
+        for pid in engine.engine_pages()[1:]:  # the allocation maps (every allocation reads them)
+            with engine.page(pid):
+                pass
+    except PageCorrupt as e:
+        if checking:
+            raise NotTraxfs(f"{where}: {e}: the filesystem's trees cannot be found; fsck cannot check it") from None
+        raise FsDamaged(where, str(e)) from None
+    if engine.sb.errors and not checking:
+        raise FsDamaged(where, f"{engine.sb.errors} damaged page(s) met while it was in use, the first page "
+                               f"{engine.sb.error_page}")
 
 
 def _check_name(name: bytes) -> None:
@@ -130,32 +153,58 @@ class FileSystem:
         return sb.uuid
 
     @classmethod
-    def open(cls, dev, *, commit_interval: float = 1.0, buffer_pages: int = 16384, where: str = "") -> FileSystem:
+    def open(cls, dev, *, commit_interval: float = 1.0, buffer_pages: int = 16384, where: str = "",
+             checking: bool = False) -> FileSystem:
         """Open (recovering the engine if it was not shut down cleanly) and reap orphans.
 
         The engine is first opened on an :class:`OverlayDevice` (recovery included, nothing
         written to ``dev``) to check that it holds a healthy filesystem: a refused open, a
-        foreign or damaged device, changes nothing."""
+        foreign or damaged device, changes nothing. Damage is refused with :class:`FsDamaged`
+        (pointing at fsck): a damaged page on the way to any tree's root, or a filesystem
+        whose engine recorded damage while it was in use.
+
+        ``checking`` (fsck): open whatever can be opened — a filesystem marked damaged, a
+        damaged ``meta`` tree (``sb`` None) — and leave everything as found: no orphans reaped,
+        damaged pages reported by fsck rather than recorded in the superblock."""
         if not 0 < commit_interval < float("inf"):  # the flusher waits commit_interval / 2 per round
             raise ValueError(f"commit interval must be a positive number of seconds (got {commit_interval})")
         where = where or getattr(dev, "path", None) or repr(dev)
-        probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
         try:
-            open_trees(probe, where)
+            probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
+        except PageCorrupt as e:  # recovery (undoing a loser) met a damaged page
+            raise FsDamaged(where, f"{e}, met by recovery") from None
+        probe.buffer.on_corrupt = None  # a look only: what it finds is said below, once
+        try:
+            _look_for_damage(probe, where, checking)
         finally:
             probe.unclean_shutdown()
         policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
         eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy)
+        if checking:
+            eng.buffer.on_corrupt = None
         try:
-            trees, sb = open_trees(eng, where)
+            trees, sb = open_trees(eng, where, checking)
             fs = cls(eng, trees, sb)
-            fs.reap_orphans()
+            if not checking:
+                fs.reap_orphans()
+                if eng.crashed:
+                    fs.give_back_after_crash()
             threading.Thread(target=fs._flusher, args=(commit_interval / 2,), name="inode-flusher",
                              daemon=True).start()
+        except PageCorrupt as e:
+            eng.unclean_shutdown()
+            raise FsDamaged(where, str(e)) from None
         except BaseException:
             eng.unclean_shutdown()
             raise
         return fs
+
+    def replace_tree(self, name: str, tree) -> None:
+        """fsck rebuilt tree ``name``: use the new one from now on."""
+        self.t[name] = tree
+        if name == "extents":
+            self.data.tree = tree
+            self.data.forget_all()
 
     def __init__(self, engine: Engine, trees: dict, sb) -> None:
         self.e = engine
@@ -166,10 +215,10 @@ class FileSystem:
         self._ilocks = InodeLocks()
         self._cache: dict[int, Inode] = {}
         self._dirty: set[int] = set()  # cached inodes with changes not yet logged (size, times)
-        self._blocks: dict[int, int] = {}  # ino -> st_blocks, counted since its extents last changed
         self._ino_next = self._ino_limit = 0  # the block of inode numbers being handed out
         self._stop_flusher = threading.Event()
         self._refs: dict[int, int] = {}
+        self._handles: dict[int, int] = {}  # open file handles per inode (a subset of the refs)
         self.last_commit = None
         self.stats = {"transactions": 0, "aborts": 0, "fsyncs": 0}
         self.closed = False
@@ -178,6 +227,8 @@ class FileSystem:
         """Clean shutdown: flush data, checkpoint, stop the engine."""
         if self.closed:
             return
+        for ino in list(self.data.preallocated):
+            self.give_back(ino)
         self.flush_inodes()
         with self._lock:
             self._stop_flusher.set()
@@ -198,7 +249,8 @@ class FileSystem:
             raise FsError(errno.EIO, "filesystem is closed")
         tx = self.e.begin()
         tx.nodes = {}  # inodes this transaction wrote: the cache takes them at commit
-        tx.extent_inos = set()  # files whose extent map it changed: their cached maps are dropped
+        tx.extent_inos = set()  # files whose extent map it changed: their cached maps are dropped ...
+        tx.maps_current = set()  # ... unless the change was made to the cached copy too (kept at commit)
         tx.ino_block = None  # a block of inode numbers it reserved
         return tx
 
@@ -207,9 +259,8 @@ class FileSystem:
         self.stats["transactions"] += 1
         self._cache.update(tx.nodes)
         self._dirty.difference_update(tx.nodes)
-        for ino in tx.extent_inos:
+        for ino in tx.extent_inos - tx.maps_current:
             self.data.forget(ino)
-            self._blocks.pop(ino, None)
 
     def _abort(self, tx, ex: BaseException | None = None) -> None:
         """Roll back; the cache never saw the transaction's inodes. Engine errors that mean
@@ -218,7 +269,6 @@ class FileSystem:
         self.stats["aborts"] += 1
         for ino in tx.extent_inos:
             self.data.forget(ino)
-            self._blocks.pop(ino, None)
         if tx.ino_block is not None:  # the reservation was rolled back: reserve anew next time
             self._ino_next = self._ino_limit = 0
         if isinstance(ex, NoSpace):
@@ -282,18 +332,12 @@ class FileSystem:
         n = self._get(ino)
         return Inode(**n.__dict__)
 
-    def _stat(self, ino: int) -> Inode:
-        """A copy to hand out: with ``blocks`` counted from the file's extent map, so that
-        ``du`` and the sparse-file tools (cp, tar: they look for holes only in a file whose
-        blocks do not cover its size) see what is allocated."""
+    def _attrs(self, ino: int) -> Inode:
+        """A copy for the caller, with ``blocks``: the data pages a regular file holds (its
+        extent map, cached) in 512-byte units, so du and st_blocks show what is allocated."""
         node = self._copy(ino)
         if node.is_reg:
-            blocks = self._blocks.get(ino)
-            if blocks is None:
-                if len(self._blocks) > 65536:
-                    self._blocks.clear()
-                blocks = self._blocks[ino] = self.data.allocated_pages(ino) * (PAGE_SIZE // 512)
-            node.blocks = blocks
+            node.blocks = self.data.allocated_pages(ino) * (PAGE_SIZE // 512)
         return node
 
     def _dir(self, ino: int) -> Inode:
@@ -332,7 +376,7 @@ class FileSystem:
 
     def getattr(self, ino: int) -> Inode:
         with self._lock:
-            return self._stat(ino)
+            return self._attrs(ino)
 
     def lookup(self, parent: int, name: bytes) -> Inode:
         if len(name) > NAME_MAX:
@@ -340,7 +384,7 @@ class FileSystem:
         with self._lock:
             self._dir(parent)
             child = self._need_child(parent, name)
-            return self._stat(child)
+            return self._attrs(child)
 
     def readdir(self, ino: int, after: int, limit: int = 256) -> list[tuple[bytes, Inode, int]]:
         """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order. An
@@ -357,7 +401,7 @@ class FileSystem:
                 child = self._child(ino, name)
                 if child is None:
                     continue
-                out.append((name, self._stat(child), cookie))
+                out.append((name, self._attrs(child), cookie))
                 if len(out) >= limit:
                     break
             return out
@@ -436,7 +480,7 @@ class FileSystem:
                 self._add_entry(tx, p, name, ino)
                 p.mtime_ns = p.ctime_ns = now
                 self._put(tx, p)
-            return self._copy(ino)
+            return self._attrs(ino)
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Inode:
         return self.create(parent, name, stat.S_IFDIR | (mode & 0o7777), uid, gid)
@@ -465,7 +509,7 @@ class FileSystem:
                 self._put(tx, p)
                 if node.nlink == 1:
                     self.t["orphans"].delete(tx, ino_key(ino))
-            return self._stat(ino)
+            return self._attrs(ino)
 
     # ----- removing entries ---------------------------------------------------------------------
     def _drop_link(self, tx, node: Inode, now: int) -> None:
@@ -639,7 +683,7 @@ class FileSystem:
             if changed:
                 with self._txn() as tx:
                     self._put(tx, node)
-            return self._stat(ino)
+            return self._attrs(ino)
 
     # ----- file data ----------------------------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -751,6 +795,75 @@ class FileSystem:
                 return
             self._refs.pop(ino, None)
         self._maybe_destroy(ino)
+
+    def open_handle(self, ino: int) -> None:
+        """An open file handle: a reference, also counted apart so that the last close can give
+        back what was preallocated past the file's end."""
+        with self._lock:
+            self._handles[ino] = self._handles.get(ino, 0) + 1
+            self._refs[ino] = self._refs.get(ino, 0) + 1
+
+    def has_preallocation(self, ino: int) -> bool:
+        """Cheap (no lock, no I/O): may ``ino`` hold pages past its end?"""
+        return ino in self.data.preallocated
+
+    def flush_handle(self, ino: int) -> None:
+        """close(2) of a descriptor of ``ino``. If this is its only open handle, the
+        preallocation goes now: the kernel waits for flush, but not for release, so a stat
+        right after close already sees the file's true size on disk."""
+        if self._handles.get(ino) == 1:
+            self.give_back(ino)
+
+    def release_handle(self, ino: int) -> None:
+        """The kernel dropped an open handle; the last one gives the preallocation back."""
+        with self._lock:
+            left = self._handles.get(ino, 0) - 1
+            if left > 0:
+                self._handles[ino] = left
+            else:
+                self._handles.pop(ino, None)
+        if left <= 0:
+            self.give_back(ino)
+        self.unref(ino)
+
+    def give_back(self, ino: int) -> int:
+        """Free the pages preallocated past the end of ``ino`` (one transaction, which logs the
+        inode's in-memory size too); returns the pages freed. A file grown by appends keeps
+        its preallocation while open, and takes its size rounded up to pages once closed."""
+        if ino not in self.data.preallocated:
+            return 0
+        with self._ilocks.exclusive(ino), self._lock:
+            self.data.preallocated.discard(ino)
+            if self.closed or self.t["inodes"].get(ino_key(ino)) is None:
+                return 0  # closed meanwhile, or destroyed (its pages went with it)
+            node = self._copy(ino)
+            with self._txn() as tx:
+                freed = self.data.truncate(tx, ino, node.size)
+                if ino in self._dirty:
+                    self._put(tx, node)
+            return freed
+
+    def give_back_after_crash(self) -> int:
+        """At mount after an unclean stop: files open then may hold pages preallocated past
+        their end (given back at a last close that never came). One pass over the extents tree
+        (in inode order) finds them; each is given back. Returns the pages freed."""
+        def past_end(ino: int, end: int) -> bool:
+            raw = self.t["inodes"].get(ino_key(ino))
+            return raw is not None and end > -(-Inode.unpack(ino, raw).size // PAGE_SIZE)
+
+        found: list[int] = []
+        ino, end = None, 0
+        for k, v in self.t["extents"].items():
+            key_ino = U64.unpack(k[:8])[0]
+            if key_ino != ino:
+                if ino is not None and past_end(ino, end):
+                    found.append(ino)
+                ino, end = key_ino, 0
+            end = max(end, U64.unpack(k[8:16])[0] + EXTENT.unpack(v)[1])
+        if ino is not None and past_end(ino, end):
+            found.append(ino)
+        self.data.preallocated.update(found)
+        return sum(self.give_back(i) for i in found)
 
     def _maybe_destroy(self, ino: int) -> None:
         with self._ilocks.exclusive(ino), self._lock:

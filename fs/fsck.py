@@ -1,45 +1,69 @@
 """Checking and repairing a filesystem (an unmounted one): e2fsck's passes, on our trees.
 
-1. the engine: every allocated page's checksum, type and own number; every B+tree's
-   invariants (``traxfs.fs.engine.check``), with file data pages exempt from page checks;
+0. the engine's superblock copies (both must be readable), and the damage mark a mount leaves
+   when it met a damaged page;
+1. damaged pages (``traxfs.fs.fsck_damage``): every tree is read around its damaged pages, and
+   every allocation map; what cannot be read is reported with the tree and the key range lost.
+   The repair rebuilds the maps from what is owned and each damaged tree from what survived;
 2. inodes and directories: every entry names an existing inode; every directory's ``..``
-   names the directory holding it; entries and readdir cookies match one to one;
+   names the directory holding it; entries and readdir cookies match one to one; the root
+   exists; the ``meta`` records (identity, next inode number) are there and consistent;
 3. link counts: a file's ``nlink`` equals the entries naming it, a directory's is 2 plus its
    subdirectories; an inode no entry names is either an orphan (``nlink`` 0, on the orphan
    list) or lost;
 4. extents: inside the page file, allocated, no page owned twice, none past the file's size
-   beyond the preallocation window (``datamap.PREALLOC_PAGES``);
-   allocated data pages no extent owns are leaked.
+   (preallocation is given back at the last close and at unmount, so only a crash leaves
+   some: within ``datamap.PREALLOC_PAGES`` after an unclean stop it is a note, not an error);
+   allocated pages nobody owns are leaked;
+5. the engine: every allocated page's checksum, type and own number; every tree's invariants
+   (``traxfs.fs.engine.check``), with file data pages exempt from page checks.
 
-Repairs (``repair=True``), each one transaction: wrong link counts set from the entries;
-entries naming missing inodes removed; cookies without entries (and entries without cookies)
-rebuilt; lost inodes linked into ``/lost+found``; unlinked inodes destroyed; extents past the
-size dropped; leaked data pages freed. Damage to the engine's own pages is reported, not
-repaired (recovery from the log is the engine's repair; fsck does not guess at page contents).
+Repairs (``repair=True``), each one transaction: damaged maps and trees rebuilt; wrong link
+counts set from the entries; entries naming missing inodes removed; cookies without entries
+(and entries without cookies) rebuilt; lost inodes linked into ``/lost+found``; unlinked
+inodes destroyed; extents past the size dropped; leaked pages freed; a lost root directory or
+identity record made anew. The repair passes run again until nothing more can be fixed.
 
 Exit codes as e2fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational
-error.
+error (the filesystem cannot be opened at all).
 """
 
 from __future__ import annotations
 
 import stat
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from traxfs.fs.datamap import PREALLOC_PAGES
 from traxfs.fs.engine.check import _allocated, check_engine
+from traxfs.fs.engine.engine import BITS_PER_MAP
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE
+from traxfs.fs.engine.superblock import SuperblockError, read_copies
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
+from traxfs.fs.fsck_damage import (
+    Issue,
+    adopt_lost_leaves,
+    damage_issues,
+    damaged_maps,
+    extent_pages,
+    inode_of,
+    meta_issues,
+    read_trees,
+    unowned_pages,
+)
 from traxfs.fs.records import EXTENT, U64, Inode, cookie_key, dirent_key, ino_key
+from traxfs.volume.overlay import OverlayDevice
 
 EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL = 0, 1, 4, 8
+ROUNDS = 3  # repair passes: a fix may reveal the next (a recreated root, then its link count)
 
 
 @dataclass
 class FsckReport:
     problems: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     counts: dict = field(default_factory=dict)
 
     @property
@@ -49,43 +73,102 @@ class FsckReport:
         return EXIT_CORRECTED if self.repaired else EXIT_CLEAN
 
     def as_dict(self) -> dict:
-        return {"problems": self.problems, "repaired": self.repaired, "counts": self.counts,
+        return {"problems": self.problems, "repaired": self.repaired, "notes": self.notes, "counts": self.counts,
                 "exit_code": self.exit_code}
+
+
+def check_device(dev, *, repair: bool, where: str) -> FsckReport:
+    """`trax fsck` on an unmounted device. Without ``repair`` nothing is written: recovery and
+    the checks run on a memory overlay. Raises the filesystem's open errors (an engine or
+    filesystem that cannot be found or opened: the caller's operational error)."""
+    copies = [c for c in read_copies(dev, where) if isinstance(c, SuperblockError)]
+    fs = FileSystem.open(dev if repair else OverlayDevice(dev), where=where, checking=True)
+    try:
+        rep = fsck(fs, repair=repair)
+        if fs.e.sb.errors:
+            mark = f"{fs.e.sb.errors} damaged page(s) met while it was in use, the first page {fs.e.sb.error_page}"
+            if not repair:
+                rep.problems.append(f"the filesystem is marked damaged ({mark})")
+            elif not rep.problems:
+                fs.e.clear_damage()
+                rep.repaired.append(f"damage mark cleared ({mark})")
+    finally:
+        fs.close()
+    if copies:  # an open and a clean close write both copies: a repair rewrote the damaged one
+        left = [c for c in read_copies(dev, where) if isinstance(c, SuperblockError)]
+        if repair and not left:
+            rep.repaired += [f"{c} (rewritten)" for c in copies]
+        else:
+            rep.problems += [str(c) for c in copies]
+    return rep
 
 
 def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
     """Check ``fs`` (opened, not mounted). With ``repair``, fix what can be fixed; the report
     then lists what was fixed and what is left."""
     rep = FsckReport()
-    found = _scan(fs)
-    issues = _find(fs, found)
-    for text, fix in issues:
-        if repair and fix is not None:
-            try:
-                fix()
-                rep.repaired.append(text)
-                continue
-            except Exception as e:  # noqa: BLE001  (report and go on: fsck must finish)
-                text += f" (repair failed: {type(e).__name__}: {e})"
-        rep.problems.append(text)
-    data_pages = found["data_pages"]
-    if repair and rep.repaired:  # second look after repairs: only what is still wrong remains
-        found = _scan(fs)
-        data_pages = found["data_pages"]
-        rep.problems = [t for t, _ in _find(fs, found)]
+    failed: dict[str, str] = {}  # issue -> why its repair failed (not tried again)
+    trees = read_trees(fs)
+    maps = damaged_maps(fs)
+    adopt_lost_leaves(fs, trees)
+    damage = damage_issues(fs, trees, maps)
+    reported = {pid for s in trees.values() for pid, _ in s.damaged} | {pid for _, pid, _ in maps}
+    if repair and damage:
+        _repair(damage, rep, failed)
+        trees = read_trees(fs)
+        maps = damaged_maps(fs)
+        leaked = unowned_pages(fs, trees)
+        if leaked:
+            _repair([Issue(f"{len(leaked)} allocated page(s) no tree and no file owns any more", _free(fs, leaked))],
+                    rep, failed)
+            trees = read_trees(fs)
+    rep.problems += [i.text + failed.get(i.text, "") for i in damage if not repair or i.text in failed]
+    for attempt in range(ROUNDS + 1):
+        found = _scan(fs, trees, {m for m, _, _ in maps})
+        issues = _find(fs, found)
+        todo = [i for i in issues if i.fix is not None and i.text not in failed]
+        if not repair or not todo or attempt == ROUNDS:
+            break
+        _repair(todo, rep, failed)
+        trees = read_trees(fs)
+    rep.problems += [i.text + failed.get(i.text, "") for i in issues if not i.note]
+    rep.notes += [i.text for i in issues if i.note]
     fs.data.flush_data()
-    rep.problems += [f"engine: {p}" for p in check_engine(fs.e, data_pages=data_pages)]
+    skip = {f"btree:fs.{name}" for name, s in trees.items() if not s.healthy}
+    if maps:  # every check below asks the maps what is allocated
+        rep.notes.append("engine page checks skipped: an allocation map is damaged")
+    else:
+        rep.problems += [f"engine: {p}" for p in check_engine(fs.e, data_pages=found["data_pages"],
+                                                             reported=reported, skip_roots=skip)]
     rep.counts = {"inodes": len(found["inodes"]), "entries": found["entries"],
-                  "data_pages": len(data_pages), "orphans": len(found["orphans"])}
+                  "data_pages": len(found["data_pages"]), "orphans": len(found["orphans"])}
     return rep
 
 
-def _scan(fs: FileSystem) -> dict:
-    t = fs.t
-    inodes = {node.ino: node for node in fs.iter_inodes()}
+def _repair(issues: list[Issue], rep: FsckReport, failed: dict[str, str]) -> None:
+    """Run each issue's repair: what worked is listed (a note stays a note), what failed is
+    remembered with the reason."""
+    for issue in issues:
+        try:
+            said = issue.fix()
+        except Exception as e:  # noqa: BLE001  (report and go on: fsck must finish)
+            failed[issue.text] = f" (repair failed: {type(e).__name__}: {e})"
+            continue
+        (rep.notes if issue.note else rep.repaired).append(f"{issue.text}: {said}" if said else issue.text)
+
+
+def _scan(fs: FileSystem, trees: dict, unknown_maps: set[int]) -> dict:
+    inodes: dict[int, Inode] = {}
+    bad_inodes = []
+    for k, v in trees["inodes"].entries:
+        ino, node = inode_of(k, v)
+        if node is None:
+            bad_inodes.append(k)
+        else:
+            inodes[ino] = node
     dirents: list[tuple[int, bytes, int, int]] = []
     dotdot: dict[int, int] = {}
-    for k, v in t["dirents"].items():
+    for k, v in trees["dirents"].entries:
         parent, name = U64.unpack(k[:8])[0], k[8:]
         child, cookie = U64.unpack(v[:8])[0], U64.unpack(v[8:16])[0]
         if name == b"..":
@@ -93,33 +176,36 @@ def _scan(fs: FileSystem) -> dict:
         else:
             dirents.append((parent, name, child, cookie))
     cookies = {}
-    for k, v in t["cookies"].items():
+    for k, v in trees["cookies"].entries:
         cookies[(U64.unpack(k[:8])[0], U64.unpack(k[8:16])[0])] = v
     extents = []
-    for k, v in t["extents"].items():
+    for k, v in trees["extents"].entries:
         phys, count = EXTENT.unpack(v)
         extents.append((U64.unpack(k[:8])[0], U64.unpack(k[8:16])[0], phys, count))
-    data_pages = set()
-    for _, _, phys, count in extents:
-        data_pages.update(range(phys, phys + count))
-    orphans = {U64.unpack(k)[0] for k in t["orphans"].keys()}
-    return {"inodes": inodes, "dirents": dirents, "dotdot": dotdot, "cookies": cookies, "extents": extents,
-            "data_pages": data_pages, "orphans": orphans, "entries": len(dirents)}
+    orphans = {U64.unpack(k)[0] for k, _ in trees["orphans"].entries}
+    return {"inodes": inodes, "bad_inodes": bad_inodes, "dirents": dirents, "dotdot": dotdot, "cookies": cookies,
+            "extents": extents, "data_pages": extent_pages(trees["extents"].entries), "orphans": orphans,
+            "entries": len(dirents), "meta": trees["meta"].entries, "unknown_maps": unknown_maps}
 
 
-def _find(fs: FileSystem, f: dict) -> list[tuple[str, object]]:
-    """(problem, repair function or None) for everything wrong above the engine."""
-    out: list[tuple[str, object]] = []
+def _find(fs: FileSystem, f: dict) -> list[Issue]:
+    """Everything wrong above the engine (and how to repair it)."""
+    out: list[Issue] = []
     inodes: dict[int, Inode] = f["inodes"]
     t = fs.t
-    if ROOT_INO not in inodes or not inodes[ROOT_INO].is_dir:
-        return [("the root directory is missing or not a directory", None)]
+    for k in f["bad_inodes"]:
+        out.append(Issue(f"inode record {k.hex()} is malformed", _txn(fs, lambda tx, k=k: t["inodes"].delete(tx, k))))
+    out += meta_issues(fs, f["meta"], max(inodes, default=ROOT_INO))
+    if ROOT_INO not in inodes:
+        return out + [Issue("the root directory is missing", _new_root(fs))]
+    if not inodes[ROOT_INO].is_dir:
+        return out + [Issue("the root inode is not a directory", None)]
     links: Counter = Counter()
     subdirs: Counter = Counter()
     parent_of: dict[int, int] = {}
     for parent, name, child, cookie in f["dirents"]:
         if child not in inodes or parent not in inodes:
-            out.append((f"entry {name!r} in directory {parent} names missing inode {child}",
+            out.append(Issue(f"entry {name!r} in directory {parent} names missing inode {child}",
                         _txn(fs, lambda tx, p=parent, n=name, c=cookie: (t["dirents"].delete(tx, dirent_key(p, n)),
                                                                          t["cookies"].delete(tx, cookie_key(p, c))))))
             continue
@@ -128,18 +214,18 @@ def _find(fs: FileSystem, f: dict) -> list[tuple[str, object]]:
             subdirs[parent] += 1
             parent_of[child] = parent
         if f["cookies"].get((parent, cookie)) != name:
-            out.append((f"entry {name!r} in directory {parent} has no readdir cookie {cookie}",
+            out.append(Issue(f"entry {name!r} in directory {parent} has no readdir cookie {cookie}",
                         _txn(fs, lambda tx, p=parent, n=name, c=cookie: t["cookies"].put(tx, cookie_key(p, c), n))))
     names = {(p, n) for p, n, _, _ in f["dirents"]}
     for (parent, cookie), name in f["cookies"].items():
         if (parent, name) not in names:
-            out.append((f"readdir cookie {cookie} in directory {parent} names no entry ({name!r})",
+            out.append(Issue(f"readdir cookie {cookie} in directory {parent} names no entry ({name!r})",
                         _txn(fs, lambda tx, p=parent, c=cookie: t["cookies"].delete(tx, cookie_key(p, c)))))
     for ino, node in sorted(inodes.items()):
         if node.is_dir and node.nlink:
             want_parent = ROOT_INO if ino == ROOT_INO else parent_of.get(ino)
             if f["dotdot"].get(ino) != want_parent and want_parent is not None:
-                out.append((f"directory {ino}: '..' is {f['dotdot'].get(ino)}, expected {want_parent}",
+                out.append(Issue(f"directory {ino}: '..' is {f['dotdot'].get(ino)}, expected {want_parent}",
                             _txn(fs, lambda tx, i=ino, p=want_parent: fs._set_parent(tx, i, p))))
         want = (2 + subdirs[ino]) if node.is_dir else links[ino]
         if node.is_dir and ino != ROOT_INO and links[ino] == 0:
@@ -148,16 +234,17 @@ def _find(fs: FileSystem, f: dict) -> list[tuple[str, object]]:
             want = 2 + subdirs[ino]
         if want == 0 and node.nlink == 0:
             if ino not in f["orphans"]:
-                out.append((f"inode {ino} is unlinked but not on the orphan list", _destroy(fs, ino)))
+                out.append(Issue(f"inode {ino} is unlinked but not on the orphan list", _destroy(fs, ino)))
             else:
-                out.append((f"inode {ino} is an orphan (unlinked while open at a crash)", _destroy(fs, ino)))
+                out.append(Issue(f"inode {ino} is an orphan (unlinked while open at a crash; the next mount "
+                                 "frees it, as --repair does)", _destroy(fs, ino), note=True))
             continue
         if want == 0 and node.nlink > 0:
-            out.append((f"inode {ino} ({stat.filemode(node.mode)}) is named by no entry (lost)",
+            out.append(Issue(f"inode {ino} ({stat.filemode(node.mode)}) is named by no entry (lost)",
                         _lost_found(fs, ino)))
             continue
         if node.nlink != want:
-            out.append((f"inode {ino}: link count {node.nlink}, counted {want}", _set_nlink(fs, ino, want)))
+            out.append(Issue(f"inode {ino}: link count {node.nlink}, counted {want}", _set_nlink(fs, ino, want)))
     owner: dict[int, int] = {}
     fs.e.buffer.write_back()  # the maps are read raw from the device
     allocated, _ = _allocated(fs.e)
@@ -165,25 +252,33 @@ def _find(fs: FileSystem, f: dict) -> list[tuple[str, object]]:
     for ino, lpage, phys, count in f["extents"]:
         node = inodes.get(ino)
         if node is None:
-            out.append((f"extent of missing inode {ino} at file page {lpage}", _drop_extents(fs, ino)))
+            out.append(Issue(f"extent of missing inode {ino} at file page {lpage}", _drop_extents(fs, ino)))
             continue
-        if lpage * PAGE_SIZE >= node.size + PREALLOC_PAGES * PAGE_SIZE:  # past any preallocation
-            out.append((f"inode {ino}: extent at file page {lpage} lies past the size {node.size}",
-                        _truncate(fs, ino, node.size)))
+        keep = -(-node.size // PAGE_SIZE)
+        if lpage + count > keep:
+            # preallocation past the end is given back at the last close and at unmount: only
+            # a crash leaves some (within the preallocation limit), and that is no error
+            if fs.e.crashed and lpage + count <= keep + PREALLOC_PAGES:
+                out.append(Issue(f"inode {ino}: {lpage + count - max(lpage, keep)} page(s) preallocated past the "
+                                 "size, left by a crash (given back by --repair)", _truncate(fs, ino, node.size),
+                                 note=True))
+            else:
+                out.append(Issue(f"inode {ino}: extent at file page {lpage} ({count} pages) lies past the size "
+                                 f"{node.size}", _truncate(fs, ino, node.size)))
         if phys < fs.e.alloc.first_data or phys + count > fs.e.sb.page_count:
-            out.append((f"inode {ino}: extent pages {phys}+{count} outside the data area", None))
+            out.append(Issue(f"inode {ino}: extent pages {phys}+{count} outside the data area", None))
             continue
         for q in range(phys, phys + count):
             if q in owner:
-                out.append((f"inode {ino}: page {q} also belongs to inode {owner[q]}", None))
+                out.append(Issue(f"inode {ino}: page {q} also belongs to inode {owner[q]}", None))
                 break
             owner[q] = ino
-            if q not in allocated_set:
-                out.append((f"inode {ino}: page {q} is in an extent but not allocated", None))
+            if q not in allocated_set and q // BITS_PER_MAP not in f["unknown_maps"]:
+                out.append(Issue(f"inode {ino}: page {q} is in an extent but not allocated", None))
                 break
     leaked = _leaked_data(fs, allocated, f["data_pages"])
     if leaked:
-        out.append((f"{len(leaked)} allocated data page(s) belong to no file: {leaked[:10]}", _free(fs, leaked)))
+        out.append(Issue(f"{len(leaked)} allocated data page(s) belong to no file: {leaked[:10]}", _free(fs, leaked)))
     return out
 
 
@@ -236,6 +331,17 @@ def _free(fs: FileSystem, pages: list[int]):
     def body(tx):
         for q in pages:
             fs.e.alloc.free_region(tx, q, 1)
+    run = _txn(fs, body)
+    return lambda: run() or "freed"
+
+
+def _new_root(fs: FileSystem):
+    def body(tx):
+        now = time.time_ns()
+        root = Inode(ROOT_INO, stat.S_IFDIR | 0o755, 0, 0, 2, atime_ns=now, mtime_ns=now, ctime_ns=now,
+                     crtime_ns=now)
+        fs._put(tx, root)
+        fs._set_parent(tx, ROOT_INO, ROOT_INO)
     return _txn(fs, body)
 
 

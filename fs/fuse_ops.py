@@ -45,6 +45,7 @@ import trio
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.engine import nowait
+from traxfs.fs.engine.page import PageCorrupt
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.records import Inode
@@ -88,11 +89,14 @@ class TraxOperations(pyfuse3.Operations):
     # ----- plumbing -----------------------------------------------------------------------------
     @staticmethod
     def _fuse_error(fn, e: Exception) -> pyfuse3.FUSEError:
-        """What the kernel is told when ``fn`` raised ``e``: its errno, or EIO (logged) for a bug."""
+        """What the kernel is told when ``fn`` raised ``e``: its errno, EIO for a damaged page,
+        or EIO (logged) for a bug."""
         if isinstance(e, pyfuse3.FUSEError):
             return e
         if isinstance(e, FsError):
             return pyfuse3.FUSEError(e.errno)
+        if isinstance(e, PageCorrupt):  # logged once by the engine, which marks the filesystem damaged
+            return pyfuse3.FUSEError(errno.EIO)
         log.exception("internal error in %s", getattr(fn, "__name__", fn))
         return pyfuse3.FUSEError(errno.EIO)
 
@@ -263,7 +267,7 @@ class TraxOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and node.is_reg:
             await self._run(self.fs.truncate, inode, 0)  # libfuse asks for atomic O_TRUNC
-        self.fs.ref(inode)
+        self.fs.open_handle(inode)
         self._open[fh] = inode
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
@@ -272,7 +276,7 @@ class TraxOperations(pyfuse3.Operations):
         self._reserved_name(parent_inode, name)
         node = await self._run(self.fs.create, parent_inode, name, stat.S_IFREG | (mode & 0o7777), ctx.uid, ctx.gid)
         fh = next(self._fh)
-        self.fs.ref(node.ino)
+        self.fs.open_handle(node.ino)
         self._open[fh] = node.ino
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._referenced(node)
 
@@ -299,13 +303,15 @@ class TraxOperations(pyfuse3.Operations):
             raise self._fuse_error(self.fs.seek, e) from None
 
     async def flush(self, fh):
-        return None
+        ino = self._open.get(fh)
+        if ino is not None and self.fs.has_preallocation(ino):
+            await self._run(self.fs.flush_handle, ino)
 
     async def release(self, fh):
         if self._status.released(fh):
             return
         ino = self._open.pop(fh)
-        await self._run(self.fs.unref, ino)
+        await self._run(self.fs.release_handle, ino)
 
     async def fsync(self, fh, datasync):
         if self._status.read(fh) is not None:

@@ -36,8 +36,8 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
           ready: Callable[[], None] | None = None) -> None:
     """Mount the filesystem on ``dev`` at ``mountpoint`` and serve until unmounted.
     ``source`` is what the mount table shows; ``where`` names the filesystem in messages
-    (default: ``source``). ``ready()`` runs once the mount is live. One mount per process
-    (pyfuse3's rule)."""
+    (default: ``source``): what the user named, e.g. in "run fsck on it". ``ready()`` runs
+    once the mount is live. One mount per process (pyfuse3's rule)."""
     if not _one_session.acquire(blocking=False):
         raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
     try:

@@ -48,9 +48,7 @@ class Inode:
     ctime_ns: int = 0
     crtime_ns: int = 0
     generation: int = 0
-    # 512-byte blocks allocated to the file (st_blocks): not stored, counted from the extent
-    # map when the filesystem hands the inode out; 0 in the inode cache and on disk
-    blocks: int = 0
+    blocks: int = 0  # 512-byte units of data allocated: counted from the extent map, never stored
 
     def pack(self) -> bytes:
         return INODE.pack(self.mode, self.uid, self.gid, self.nlink, self.size, self.rdev, self.atime_ns,

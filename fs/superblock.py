@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from traxfs.fs.engine.page import PageCorrupt
 from traxfs.fs.errors import NotTraxfs
 from traxfs.fs.struct.btree import BTree
 
@@ -57,11 +58,18 @@ def create_trees(engine, tx, label: str) -> tuple[dict[str, BTree], FsSuper]:
     return trees, sb
 
 
-def open_trees(engine, where: str) -> tuple[dict[str, BTree], FsSuper]:
+def open_trees(engine, where: str, checking: bool = False) -> tuple[dict[str, BTree], FsSuper | None]:
+    """The trees named in the catalog and the superblock record. ``checking`` (fsck): trees
+    are taken as named without reading their headers, and a ``meta`` tree too damaged to read
+    the record from gives None instead of an error (fsck salvages and rebuilds it)."""
     trees: dict[str, BTree] = {}
     missing = []
     for name in TREES:
-        t = BTree.open_named(engine, f"fs.{name}")
+        if checking:
+            pid = engine.get_root(f"btree:fs.{name}")
+            t = BTree(engine, pid) if pid else None
+        else:
+            t = BTree.open_named(engine, f"fs.{name}")
         if t is None:
             missing.append(name)
         else:
@@ -71,7 +79,14 @@ def open_trees(engine, where: str) -> tuple[dict[str, BTree], FsSuper]:
                         "foreign, or never formatted with `trax mkfs`)")
     if missing:
         raise NotTraxfs(f"{where}: filesystem trees missing from the catalog: {', '.join(missing)} (damaged)")
-    raw = trees["meta"].get(KEY_SUPER)
+    try:
+        raw = trees["meta"].get(KEY_SUPER)
+    except PageCorrupt:
+        if checking:
+            return trees, None
+        raise
     if raw is None:
+        if checking:
+            return trees, None
         raise NotTraxfs(f"{where}: the filesystem superblock record is missing (damaged)")
     return trees, FsSuper.unpack(raw, where)

@@ -268,3 +268,32 @@ def test_concurrent_increments_of_one_cell_commute_through_aborts(engine_dev):
     eng = reopen_engine(eng, crash=True)
     assert KV(eng, 10).get(0) == sum(committed)
     eng.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_durability_callback_never_waits_for_an_allocation(engine_dev):
+    """A free that waits for durability is released by whichever thread makes the commit
+    durable — here one holding an allocation map's latch while it forces the log (as a
+    checkpoint writing the page back does). An allocation searching that map under the
+    allocator's lock waits for the latch; the release must not wait for the allocator's lock."""
+    eng = Engine.open(engine_dev, policy=GroupCommitPolicy(max_commits=1 << 30, max_bytes=1 << 30, max_delay=60))
+    try:
+        tx = eng.begin()
+        first = eng.alloc.alloc_region(tx, 8)
+        eng.commit(tx)
+        tx = eng.begin()
+        eng.alloc.free_region_after_durable(tx, first, 8)
+        eng.soft_commit(tx)  # its durability (and the release) waits for a flush nobody asks for yet
+        got: list[int] = []
+        with eng.page(eng.map_page(0)):
+            t = threading.Thread(target=lambda: got.append(eng.alloc.alloc_region(eng.begin(), 4)), daemon=True)
+            t.start()
+            t.join(0.3)  # the allocation now holds the allocator's lock and waits for this latch
+            assert t.is_alive()
+            done = threading.Event()
+            threading.Thread(target=lambda: (eng.log.force(eng.log.reserved()), done.set()), daemon=True).start()
+            assert done.wait(10), "the release deadlocked against the allocation"
+        t.join(10)
+        assert got and not t.is_alive()
+    finally:
+        eng.unclean_shutdown()

@@ -1,5 +1,5 @@
-"""`trax mkfs`, `trax mount`, `trax umount`, `trax fsck` (man pages: trax-mkfs(8), trax-mount(8),
-trax-umount(8), trax-fsck(8)).
+"""`trax mkfs`, `trax mount`, `trax umount`, `trax fsck`, `trax resize` (man pages: trax-mkfs(8),
+trax-mount(8), trax-umount(8), trax-fsck(8), trax-resize(8)).
 
 ``trax mount`` runs as a daemon by default: it starts ``trax mount --foreground`` as a new
 session with its output in a log file, waits until the mount is live (the server writes its
@@ -25,7 +25,7 @@ from traxfs.tools.cli_types import SIZE_HELP, BadUsage, seconds, size
 from traxfs.tools.fs_target import open_target
 from traxfs.tools.mounts import absolute, check_mountpoint, find_mount, fuse_servers, fusermount, probe, shown
 from traxfs.tools.sizes import format_size
-from traxfs.volume.errors import VolumeError
+from traxfs.volume.errors import UsageError, VolumeError
 from traxfs.volume.locks import WRITE_HINT
 from traxfs.volume.overlay import OverlayDevice
 from traxfs.volume.registry import Registry
@@ -222,23 +222,22 @@ def _pidfile_server(reg: Registry, mountpoint: str) -> set[int]:
 
 
 def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
-    from traxfs.fs.filesystem import FileSystem
-    from traxfs.fs.fsck import EXIT_OPERATIONAL, fsck
+    from traxfs.fs.engine.page import PageCorrupt
+    from traxfs.fs.fsck import EXIT_OPERATIONAL, check_device
 
     try:
-        with open_target(reg, a.target) as (dev, _):
-            # a check alone writes nothing: recovery and the check run on a memory overlay
-            fs = FileSystem.open(dev if a.repair else OverlayDevice(dev), where=a.target)
-            try:
-                rep = fsck(fs, repair=a.repair)
-            finally:
-                fs.close()
-    except FS_ERRORS + (VolumeError,) as e:
+        with open_target(reg, a.target, partial=a.partial) as (dev, _):
+            rep = check_device(dev, repair=a.repair, where=a.target)
+    except FS_ERRORS + (VolumeError, PageCorrupt) as e:
         return out.fail(str(e), EXIT_OPERATIONAL, prefix="trax fsck: ")
+    except Exception as e:  # noqa: BLE001  (a bug: say so in one line, never a traceback)
+        return out.fail(f"{a.target}: the check stopped on an internal error: {type(e).__name__}: {e}",
+                        EXIT_OPERATIONAL, prefix="trax fsck: ")
 
     def text() -> str:
         lines = [f"{a.target}: {rep.counts['inodes']} inodes, {rep.counts['entries']} entries, "
                  f"{rep.counts['data_pages']} data pages"]
+        lines += [f"note: {t}" for t in rep.notes]
         lines += [f"repaired: {t}" for t in rep.repaired]
         lines += [f"PROBLEM: {t}" for t in rep.problems]
         lines.append("clean" if rep.exit_code == 0 else
@@ -246,7 +245,30 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
         return "\n".join(lines)
 
     out.emit(rep.as_dict(), text)
+    if rep.problems and not a.repair:
+        print(f"trax fsck: run 'trax fsck --repair {a.target}' to repair what can be", file=sys.stderr)
     return rep.exit_code
+
+
+def cmd_resize(a: argparse.Namespace, reg: Registry, out) -> None:
+    from traxfs.fs.engine.resize import ResizeRefused, grow
+    from traxfs.fs.filesystem import FileSystem
+
+    with open_target(reg, a.target, hint=WRITE_HINT) as (dev, _):
+        # a look first (on a memory overlay): only a healthy traxfs is grown
+        FileSystem.open(OverlayDevice(dev), where=a.target).crash()
+        try:
+            before, after = grow(dev, a.size, name=a.target)
+        except ResizeRefused as e:
+            raise UsageError(str(e)) from None
+    doc = {"target": a.target, "old_size": before.end, "new_size": after.end,
+           "pages_added": after.page_count - before.page_count}
+    if after.page_count == before.page_count:
+        out.emit(doc, lambda: f"{a.target}: the filesystem already fills {format_size(after.end)} of its device; "
+                              "nothing to do (grow the device first: truncate -s, or trax lv extend)")
+    else:
+        out.emit(doc, lambda: f"{a.target}: filesystem grown from {format_size(before.end)} to "
+                              f"{format_size(after.end)} ({doc['pages_added']} pages added)")
 
 
 def add_parsers(top, sub) -> None:
@@ -280,3 +302,7 @@ def add_parsers(top, sub) -> None:
     q = sub(top, "fsck", cmd_fsck, "check and repair an unmounted traxfs filesystem (trax-fsck(8))")
     q.add_argument("target", **target)
     q.add_argument("--repair", "-y", action="store_true", help="repair what can be repaired")
+    q.add_argument("--partial", action="store_true", help="check a mirror degraded if a device is missing")
+    q = sub(top, "resize", cmd_resize, "grow an unmounted traxfs filesystem to fill its device (trax-resize(8))")
+    q.add_argument("target", **target)
+    q.add_argument("--size", type=size, help=f"grow to this size instead of the whole device; {SIZE_HELP}")

@@ -1,6 +1,7 @@
 """Allocation of pages and regions (Stasis §1.9), from bitmap pages.
 
-One bit per page in the allocation maps (pages 1..k). Allocating sets bits with logged,
+One bit per page in the allocation maps (pages 1..k, and for an engine grown later one map at
+the first page of each further range: ``Engine.map_page``). Allocating sets bits with logged,
 commuting bit operations (so concurrent transactions sharing a map page never undo each other's
 bits); if the allocating transaction aborts, the undo clears them again.
 
@@ -31,13 +32,20 @@ class Allocator:
     def __init__(self, engine):
         self.e = engine
         self.bits_per_map = (PAGE_SIZE - HEADER) * 8
-        self.first_data = 1 + engine.nmaps
-        self._lock = threading.Lock()
+        self.first_data = 1 + engine.map_pages
+        self._lock = threading.Lock()  # searching and setting bits (pins map pages meanwhile)
         self._cursor = self.first_data
-        self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet reusable
+        # first page -> [count, LSN]: freed, not yet reusable; the LSN (0 until known) is that of
+        # the commit whose durability releases it (a free that waits only for its commit: 0).
+        # Entries are added under both locks (never during a search) and removed under
+        # ``_qlock`` alone: a release runs in whatever thread made the commit durable, which may
+        # hold a page latch an allocation is waiting for (a checkpoint forcing the log), so it
+        # must never wait for ``_lock``
+        self._quarantine: dict[int, list[int]] = {}
+        self._qlock = threading.Lock()
 
     def _map_of(self, pid: int) -> tuple[int, int]:
-        return 1 + pid // self.bits_per_map, pid % self.bits_per_map
+        return self.e.map_page(pid // self.bits_per_map), pid % self.bits_per_map
 
     def _bitmap(self, map_pid: int) -> bytes:
         with self.e.page(map_pid) as f:
@@ -58,7 +66,9 @@ class Allocator:
                 value = cached[m] = int.from_bytes(self._bitmap(m), "little")
             out |= ((value >> bit) & ((1 << n) - 1)) << (pid - first)
             pid += n
-        for q, n in self._quarantine.items():
+        with self._qlock:
+            held = [(q, n) for q, (n, _) in self._quarantine.items()]
+        for q, n in held:
             lo, hi = max(q, first), min(q + n, first + count)
             if lo < hi:
                 out |= ((1 << (hi - lo)) - 1) << (lo - first)
@@ -87,12 +97,38 @@ class Allocator:
             pid += n
 
     def alloc_region(self, tx: Transaction, count: int, align: int = 1) -> int:
-        """Allocate ``count`` contiguous pages aligned to ``align``; returns the first page."""
+        """Allocate ``count`` contiguous pages aligned to ``align``; returns the first page.
+
+        If no run is free but freed pages wait for their commit to be durable, the log is
+        forced (making those frees durable), the pages released, and the search run once more:
+        space freed a moment ago is not refused while ``df`` already counts it free."""
+        try:
+            return self._alloc_run(tx, count, align)
+        except NoSpace:
+            if not self._reclaim():
+                raise
+        return self._alloc_run(tx, count, align)
+
+    def _alloc_run(self, tx: Transaction, count: int, align: int) -> int:
         with self._lock:
             first = self._find_run(count, align)
             self._set(tx, first, count, ops.OP_SET_BITS)
             self._cursor = first + count
         return first
+
+    def _reclaim(self) -> bool:
+        """Force the log up to the newest free waiting for durability and release every free
+        it made durable (their callbacks may not have run yet). True if there was any."""
+        with self._qlock:
+            want = max((lsn for _, lsn in self._quarantine.values()), default=0)
+        if not want:
+            return False
+        self.e.log.force(want)
+        durable = self.e.log.durable_lsn
+        with self._qlock:
+            for q in [q for q, (_, lsn) in self._quarantine.items() if 0 < lsn <= durable]:
+                del self._quarantine[q]
+        return True
 
     def alloc_at(self, tx: Transaction, first: int, count: int) -> bool:
         """Allocate exactly pages ``first .. first+count-1`` if all are free (a file growing
@@ -136,24 +172,28 @@ class Allocator:
         self._free_at_commit(tx, first, count, until_durable=True)
 
     def _free_at_commit(self, tx: Transaction, first: int, count: int, until_durable: bool) -> None:
+        entry = [count, 0]
+
         def release() -> None:
-            with self._lock:
-                self._quarantine.pop(first, None)
+            with self._qlock:  # only this free's entry: the pages may have been reused and freed anew
+                if self._quarantine.get(first) is entry:
+                    del self._quarantine[first]
 
         def hold(t: Transaction) -> None:
-            with self._lock:
-                self._quarantine[first] = count
+            with self._lock, self._qlock:
+                self._quarantine[first] = entry
             self._set(t, first, count, ops.OP_CLEAR_BITS)
 
+        def when_durable(handle) -> None:
+            entry[1] = handle.lsn  # read by _reclaim under _qlock; set before the callback can run
+            handle.add_callback(release)
+
         tx.pre_commit.append(hold)
-        if until_durable:
-            tx.post_commit.append(lambda handle: handle.add_callback(release))
-        else:
-            tx.post_commit.append(lambda handle: release())
+        tx.post_commit.append(when_durable if until_durable else lambda handle: release())
 
     def quarantined_pages(self) -> int:
-        with self._lock:
-            return sum(self._quarantine.values())
+        with self._qlock:
+            return sum(n for n, _ in self._quarantine.values())
 
     def free_page(self, tx: Transaction, pid: int) -> None:
         self.free_region(tx, pid, 1)
@@ -162,6 +202,6 @@ class Allocator:
         total = 0
         for m in range(self.e.nmaps):
             pages = min(self.bits_per_map, self.e.sb.page_count - m * self.bits_per_map)
-            used = (int.from_bytes(self._bitmap(1 + m), "little") & ((1 << pages) - 1)).bit_count()
+            used = (int.from_bytes(self._bitmap(self.e.map_page(m)), "little") & ((1 << pages) - 1)).bit_count()
             total += pages - used
         return total

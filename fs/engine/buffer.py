@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from traxfs.fs.engine import nowait
-from traxfs.fs.engine.page import PAGE_SIZE, page_lsn, page_type, seal, verify
+from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
 
 
 class Frame:
@@ -80,6 +80,7 @@ class BufferManager:
         self._lock = threading.Lock()
         self._writer = threading.Lock()  # one writer at a time: write-back in file order
         self.hooks: dict[int, tuple[Callable | None, Callable | None]] = {}
+        self.on_corrupt: Callable[[int, str], None] | None = None  # a page failed verification
         # pages written but not yet flushed to stable storage, with the recLSN they had: until
         # a device flush they still count as dirty for checkpoints (a power loss may undo the write)
         # pages written (or being written) whose bytes a device flush has not yet covered:
@@ -137,7 +138,12 @@ class BufferManager:
             return f
         try:
             raw = self.dev.read(self._offset(pid), PAGE_SIZE)
-            verify(raw, pid)
+            try:
+                verify(raw, pid)
+            except PageCorrupt as e:
+                if self.on_corrupt is not None:
+                    self.on_corrupt(pid, str(e))
+                raise
             f.data[:] = raw
             hook = self.hooks.get(page_type(raw), (None, None))[0]
             if hook:

@@ -27,7 +27,7 @@ holds the current pages, then
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from traxfs.fs.engine import slotted
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageCorrupt, PageType, verify
@@ -43,19 +43,21 @@ def register_checker(kind: str, fn: Checker) -> None:
     CHECKERS[kind] = fn
 
 
-def _allocated(engine) -> tuple[list[int], list[str]]:
+def _allocated(engine) -> tuple[list[int], list[tuple[int, str]]]:
+    """Allocated pages, read raw from the maps; and (map page, damage) for every map that could
+    not be read (its pages are missing from the list)."""
     probs, out = [], []
     bits = (PAGE_SIZE - _MAP_HEADER) * 8
     for m in range(engine.nmaps):
-        pid = 1 + m
+        pid = engine.map_page(m)
         raw = engine.dev.read(engine.sb.pages_offset + pid * PAGE_SIZE, PAGE_SIZE)
         try:
             verify(raw, pid, "allocation map ")
         except PageCorrupt as ex:
-            probs.append(str(ex))
+            probs.append((pid, str(ex)))
             continue
         if raw[3] != PageType.ALLOC_MAP:
-            probs.append(f"allocation map page {pid}: type {raw[3]}")
+            probs.append((pid, f"allocation map page {pid}: type {raw[3]}"))
             continue
         value = int.from_bytes(raw[_MAP_HEADER:], "little")
         first = m * bits
@@ -93,13 +95,16 @@ def catalog(engine) -> list[tuple[str, int]]:
 
 
 def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = (),
-                 unchecked: list[str] | None = None, data_pages: set[int] | frozenset = frozenset()) -> list[str]:
+                 unchecked: list[str] | None = None, data_pages: set[int] | frozenset = frozenset(),
+                 reported: Collection[int] = (), skip_roots: Collection[str] = ()) -> list[str]:
+    """``reported``: damaged pages the caller has reported already (not repeated here);
+    ``skip_roots``: catalog names whose structures the caller knows to be damaged."""
     import traxfs.fs.struct  # noqa: F401  (registers the structures' checkers)
 
     probs: list[str] = []
     engine.buffer.write_back()
     allocated, map_probs = _allocated(engine)
-    probs += map_probs
+    probs += [text for pid, text in map_probs if pid not in reported]
     good: set[int] = set()  # allocated pages that verified as pages
     raw_data: set[int] = set()  # allocated, no page magic: raw extents (or never formatted)
     base = engine.sb.pages_offset
@@ -114,7 +119,8 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
             try:
                 verify(raw, pid)
             except PageCorrupt as ex:
-                probs.append(str(ex))
+                if pid not in reported:
+                    probs.append(str(ex))
                 continue
             try:
                 PageType(raw[3])
@@ -122,8 +128,8 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
                 probs.append(f"page {pid}: unknown page type {raw[3]}")
                 continue
             good.add(pid)
-    for pid in [0] + [1 + m for m in range(engine.nmaps)]:
-        if pid not in good:
+    for pid in engine.engine_pages():
+        if pid not in good and pid not in reported:
             probs.append(f"engine page {pid} (catalog/map) is not allocated or not a valid page")
     owners: dict[int, str] = {}
     for name, value in catalog(engine):
@@ -133,7 +139,7 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
             if unchecked is not None:
                 unchecked.append(name)
             continue
-        if value == 0:
+        if value == 0 or name in skip_roots:
             continue
         pages: set[int] = set()
         try:
@@ -149,7 +155,7 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
                 why = "raw data / unformatted" if pid in raw_data else "not allocated or damaged"
                 probs.append(f"{name}: page {pid} is {why}")
     if leaks:
-        known = set(owners) | set(extra_pages) | {0} | {1 + m for m in range(engine.nmaps)}
+        known = set(owners) | set(extra_pages) | set(engine.engine_pages())
         leaked = sorted(good - known)
         if leaked:
             probs.append(f"{len(leaked)} allocated page(s) belong to no structure: {leaked[:20]}")

@@ -7,8 +7,9 @@ Device layout (one engine per device — an image file, a logical volume, anythi
     [8 KiB, 8 KiB + log_size)  the circular log
     [pages_offset, end)        pages of 4 KiB, pages_offset 1 MiB-aligned
         page 0                 the catalog: named roots of structures (slotted)
-        pages 1..k             allocation bitmaps (one bit per page)
-        pages k+1..            data
+        pages 1..k             allocation bitmaps (one bit per page; ``map_pages`` = k)
+        pages k+1..            data; a bitmap added by growing the engine sits at the first
+                               page it covers (m * BITS_PER_MAP for map m >= k)
 
 ``update(tx, page, opcode, payload)`` is Stasis' ``Tupdate``: latch the page, append the log
 record, run the operation's redo as the forward action, stamp the page LSN, mark it dirty.
@@ -17,6 +18,7 @@ record, run the operation's redo as the forward action, stamp the page LSN, mark
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import threading
@@ -30,12 +32,40 @@ from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, RecType
 from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
 from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal, set_page_lsn
 from traxfs.fs.engine.recovery import recover, rollback
-from traxfs.fs.engine.superblock import SUPER_AREA, Superblock, read_superblock, write_superblock
+from traxfs.fs.engine.superblock import (
+    SUPER_AREA,
+    Superblock,
+    SuperblockError,
+    read_superblock,
+    write_superblock,
+)
 from traxfs.fs.engine.xact import NestedTopAction, Transaction, TransactionError, TxState
 
 BITS_PER_MAP = (PAGE_SIZE - 32) * 8
 CATALOG_PAGE = 0
 _ROOT = struct.Struct("<Q")
+log = logging.getLogger("traxfs.engine")
+
+
+class DeviceTooSmall(SuperblockError):
+    """The device is shorter than the page area its superblock describes (a truncated image)."""
+
+
+def mib_text(n: int) -> str:
+    """A device size for messages: whole MiB when it is one, else bytes."""
+    return f"{n / (1 << 20):.0f} MiB" if n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def check_device_size(dev, sb: Superblock, name: str) -> None:
+    """Refuse a device that cannot hold the engine its superblock describes: every page past
+    its end would read as an error, and writes there would fail or extend it with holes."""
+    if sb.log_offset + sb.log_size > sb.pages_offset:
+        raise SuperblockError(f"{name}: superblock places the log ({sb.log_offset}+{sb.log_size}) over the "
+                              f"pages (at {sb.pages_offset}): damaged")
+    if dev.size < sb.end:
+        raise DeviceTooSmall(f"{name} is {mib_text(dev.size)} but its filesystem needs {mib_text(sb.end)}: the device or "
+                             f"image was truncated or shrunk; restore its size (an image file: truncate -s {sb.end} "
+                             f"{name}; a logical volume: trax lv extend) or recreate it")
 
 
 def _log_buffer_factory(kind: str):
@@ -73,7 +103,7 @@ class Engine:
         for off in range(SUPER_AREA, SUPER_AREA + log_size, len(zeros)):
             dev.write(off, zeros[: min(len(zeros), SUPER_AREA + log_size - off)])
         sb = Superblock(PAGE_SIZE, SUPER_AREA, log_size, pages_offset, page_count, FIRST_LSN, FIRST_LSN,
-                        epoch=0, seq=0, log_id=int.from_bytes(os.urandom(4), "little"))
+                        epoch=0, seq=0, log_id=int.from_bytes(os.urandom(4), "little"), map_pages=nmaps)
         sb = write_superblock(dev, sb)
         return write_superblock(dev, sb)  # both copies valid from the start
 
@@ -91,7 +121,11 @@ class Engine:
         self._ckpt_lock = threading.Lock()
         self._ckpt_requested = threading.Event()
         self._catalog_lock = threading.Lock()
+        self._sb_lock = threading.Lock()  # superblock writes: checkpoints, epochs, damage records
         self.nmaps = -(-sb.page_count // BITS_PER_MAP)
+        self.map_pages = sb.map_pages or self.nmaps  # version 1 superblocks: every map contiguous
+        self.damage: dict[int, str] = {}  # damaged pages met since open (``note_damage``)
+        self.crashed = bool(sb.in_use)  # the last stop was not a clean close (version 1: unknown, False)
         self.closed = False
         self.checkpoint_error: str | None = None
         from traxfs.fs.engine.alloc import Allocator
@@ -106,20 +140,59 @@ class Engine:
         """Open an engine, running recovery (analysis, redo, undo) and a checkpoint."""
         import traxfs.fs.struct  # noqa: F401  (registers the structures' opcodes: recovery may run their undos)
 
-        eng = cls(dev, read_superblock(dev, name), name=name, buffer_pages=buffer_pages, policy=policy,
-                  log_buffer=log_buffer)
+        sb = read_superblock(dev, name)
+        check_device_size(dev, sb, name)
+        eng = cls(dev, sb, name=name, buffer_pages=buffer_pages, policy=policy, log_buffer=log_buffer)
         eng.recovery = recover(eng)
+        # from here on a page that fails verification is damage, not a torn write redo repairs
+        eng.buffer.on_corrupt = eng.note_damage
         eng._checkpointer = threading.Thread(target=eng._checkpoint_loop, name="checkpointer", daemon=True)
         eng._checkpointer.start()
         return eng
 
     def _start_log(self, end_lsn: int, max_xid: int) -> None:
         """Called by recovery once the log's end is known: new epoch, then the log manager."""
-        self.sb = write_superblock(self.dev, replace(self.sb, epoch=self.sb.epoch + 1))
+        self._write_sb(epoch=self.sb.epoch + 1, in_use=1)
         self.log = LogManager(self.store, end_lsn, self.sb.epoch, _log_buffer_factory(self._log_buffer),
                               policy=self._policy, on_pressure=self._ckpt_requested.set)
         self.log.trunc_lsn = self.sb.trunc_lsn
         self._max_xid = max_xid
+
+    def _write_sb(self, **changes) -> None:
+        with self._sb_lock:
+            self.sb = write_superblock(self.dev, replace(self.sb, **changes))
+
+    # ----- layout and damage --------------------------------------------------------------------
+    def map_page(self, m: int) -> int:
+        """The page holding allocation map ``m`` (the bits of pages m*BITS_PER_MAP ...)."""
+        return 1 + m if m < self.map_pages else m * BITS_PER_MAP
+
+    def engine_pages(self) -> list[int]:
+        """The catalog and every allocation map: pages the engine itself owns."""
+        return [CATALOG_PAGE] + [self.map_page(m) for m in range(self.nmaps)]
+
+    def note_damage(self, pid: int, problem: str) -> None:
+        """A page failed verification while the engine was in use: keep it in the superblock
+        (``errors``, ``error_page``) so that the next mount refuses the filesystem and points
+        at fsck instead of serving errors, as ext4's error state does."""
+        if pid in self.damage:  # each read of it fails again: record it once
+            return
+        self.damage[pid] = problem
+        log.error("%s: %s; unmount and run 'trax fsck --repair %s'", self.name, problem, self.name)
+        if self.closed:
+            return
+        try:
+            with self._sb_lock:
+                first = self.sb.error_page if self.sb.errors else pid
+                self.sb = write_superblock(self.dev, replace(self.sb, errors=min(self.sb.errors + 1, 0xFFFFFFFF),
+                                                             error_page=first))
+        except Exception:  # noqa: BLE001  (the device may be failing too: the log line stays)
+            log.exception("%s: could not record the damage in the superblock", self.name)
+
+    def clear_damage(self) -> None:
+        """fsck repaired everything: the filesystem is no longer marked damaged."""
+        self.damage.clear()
+        self._write_sb(errors=0, error_page=0)
 
     def _force_log(self, lsn: int) -> None:
         if self.log is not None:
@@ -316,7 +389,7 @@ class Engine:
             _, end = self.log.append(RecType.CHECKPOINT, payload=payload, system=True)
             self.log.force(end)
             trunc = min([begin] + [v[0] for v in txs.values()] + list(dpt.values()))
-            self.sb = write_superblock(self.dev, replace(self.sb, checkpoint_lsn=begin, trunc_lsn=trunc))
+            self._write_sb(checkpoint_lsn=begin, trunc_lsn=trunc)
             self.log.trunc_lsn = trunc
             self.locks.prune(self.log.durable_lsn)
             return begin
@@ -346,7 +419,7 @@ class Engine:
         self.closed = True
         self._ckpt_requested.set()
         self.log.close(flush=True)
-        self.dev.flush()
+        self._write_sb(in_use=0)  # flushes the device too
 
     def unclean_shutdown(self) -> None:
         """Simulate a crash (Stasis' TuncleanShutdown): stop without writing anything more.

@@ -16,7 +16,16 @@ older sequence number, so a torn superblock write leaves the previous one intact
     epoch          u32 incremented at every open (log records carry it)
     seq            u64
     log_id         u32 random per format: the seed of every log record's crc
+    map_pages      u32 allocation maps at pages 1..map_pages; the maps of pages added by a
+                       grow (``traxfs.fs.engine.resize``) sit at the first page they cover
+    errors         u32 damaged pages met while the engine was in use (0: none seen)
+    error_page     u64 the first of them
+    in_use         u32 1 from open until a clean close: found set at open, the last stop was a crash
     crc            u32 crc32c of all of the above
+
+Version 2 added ``map_pages``, ``errors``, ``error_page`` and ``in_use``. A version 1 superblock (without
+them: every map contiguous, no errors recorded) is still read; the next write makes it
+version 2.
 """
 
 from __future__ import annotations
@@ -27,8 +36,10 @@ from dataclasses import dataclass, replace
 import crc32c
 
 MAGIC = b"TRAXENG1"
-ENGINE_VERSION = 1
-_FMT = struct.Struct("<8sIIQQQQQQIQI")
+ENGINE_VERSION = 2
+_V1 = struct.Struct("<8sIIQQQQQQIQI")
+_FMT = struct.Struct("<8sIIQQQQQQIQIIIQI")
+_HEAD = struct.Struct("<8sI")
 _CRC = struct.Struct("<I")
 COPIES = (0, 4096)
 SUPER_AREA = 8192
@@ -50,38 +61,57 @@ class Superblock:
     epoch: int = 0
     seq: int = 0
     log_id: int = 0
+    map_pages: int = 0  # 0: every map at pages 1..k (version 1, never grown)
+    errors: int = 0
+    error_page: int = 0
+    in_use: int = 0
+
+    @property
+    def end(self) -> int:
+        """Bytes of the device the engine uses: the page area's end."""
+        return self.pages_offset + self.page_count * self.page_size
 
     def pack(self) -> bytes:
         body = _FMT.pack(MAGIC, ENGINE_VERSION, self.page_size, self.log_offset, self.log_size,
                          self.pages_offset, self.page_count, self.checkpoint_lsn, self.trunc_lsn,
-                         self.epoch, self.seq, self.log_id)
+                         self.epoch, self.seq, self.log_id, self.map_pages, self.errors, self.error_page,
+                         self.in_use)
         return body + _CRC.pack(crc32c.crc32c(body))
 
     @classmethod
     def unpack(cls, raw: bytes, where: str) -> Superblock:
-        body = raw[: _FMT.size]
-        (crc,) = _CRC.unpack_from(raw, _FMT.size)
-        magic, version, ps, lo, ls, po, pc, ck, tr, ep, seq, log_id = _FMT.unpack(body)
+        magic, version = _HEAD.unpack_from(raw)
         if magic != MAGIC:
             raise SuperblockError(f"{where}: no traxfs engine superblock (magic {magic!r})")
+        fmt = {1: _V1, 2: _FMT}.get(version)
+        if fmt is None:
+            raise SuperblockError(f"{where}: superblock checksum mismatch (damaged), or engine format version "
+                                  f"{version} of a newer traxfs (this one reads 1 and {ENGINE_VERSION})")
+        body = raw[: fmt.size]
+        (crc,) = _CRC.unpack_from(raw, fmt.size)
         if crc32c.crc32c(body) != crc:
             raise SuperblockError(f"{where}: superblock checksum mismatch (damaged)")
-        if version != ENGINE_VERSION:
-            raise SuperblockError(f"{where}: engine format version {version}, this traxfs reads {ENGINE_VERSION}")
-        return cls(ps, lo, ls, po, pc, ck, tr, ep, seq, log_id)
+        return cls(*fmt.unpack(body)[2:])
+
+
+def read_copies(dev, name: str) -> list[Superblock | SuperblockError]:
+    """Each copy, or the error that names its damage."""
+    if dev.size < SUPER_AREA:  # an empty or truncated image: say so, not which read failed
+        raise SuperblockError(f"{name}: too small to hold a traxfs filesystem ({dev.size} bytes)")
+    out: list[Superblock | SuperblockError] = []
+    for i, off in enumerate(COPIES):
+        try:
+            out.append(Superblock.unpack(dev.read(off, 512), f"{name} superblock copy {i}"))
+        except SuperblockError as e:
+            out.append(e)
+    return out
 
 
 def read_superblock(dev, name: str) -> Superblock:
-    if dev.size < SUPER_AREA:  # an empty or truncated image: say so, not which read failed
-        raise SuperblockError(f"{name}: too small to hold a traxfs filesystem ({dev.size} bytes)")
-    found, problems = [], []
-    for i, off in enumerate(COPIES):
-        try:
-            found.append(Superblock.unpack(dev.read(off, 512), f"superblock copy {i}"))
-        except SuperblockError as e:
-            problems.append(str(e))
+    copies = read_copies(dev, name)
+    found = [c for c in copies if isinstance(c, Superblock)]
     if not found:  # the device named once, then each copy's damage
-        raise SuperblockError(f"{name}: " + "; ".join(problems))
+        raise SuperblockError(f"{name}: " + "; ".join(str(c).removeprefix(f"{name} ") for c in copies))
     return max(found, key=lambda s: s.seq)
 
 

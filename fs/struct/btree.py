@@ -303,6 +303,12 @@ class BTree:
             if name is not None:
                 self.e.set_root(tx, f"{KIND}:{name}", 0)
 
+    def verify_root(self) -> None:
+        """Read the header and the root node (a mount's quick look for damage): raises
+        ``PageCorrupt`` if either fails verification."""
+        with pinned(self.e, self._root()):
+            pass
+
     # ----- header -------------------------------------------------------------------------------
     def _root(self) -> int:
         with pinned(self.e, self.header) as f:
