@@ -9,12 +9,15 @@
    list) or lost;
 4. extents: inside the page file, allocated, no page owned twice, none past the file's size
    beyond the preallocation window (``datamap.PREALLOC_PAGES``);
-   allocated data pages no extent owns are leaked.
+   allocated data pages no extent owns are leaked;
+5. data checksums: every copy of every written data page matches its checksum
+   (``traxfs.fs.scrub``); no checksum is kept for a page no extent owns.
 
 Repairs (``repair=True``), each one transaction: wrong link counts set from the entries;
 entries naming missing inodes removed; cookies without entries (and entries without cookies)
 rebuilt; lost inodes linked into ``/lost+found``; unlinked inodes destroyed; extents past the
-size dropped; leaked data pages freed. Damage to the engine's own pages is reported, not
+size dropped; leaked data pages freed; a data page's damaged copy rewritten from a good one (a
+mirror); checksums of pages no extent owns dropped. Damage to the engine's own pages is reported, not
 repaired (recovery from the log is the engine's repair; fsck does not guess at page contents).
 
 Exit codes as e2fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational
@@ -32,6 +35,7 @@ from traxfs.fs.engine.check import _allocated, check_engine
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.records import EXTENT, U64, Inode, cookie_key, dirent_key, ino_key
+from traxfs.fs.scrub import scrub, stale_sums
 
 EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL = 0, 1, 4, 8
 
@@ -75,9 +79,28 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
         rep.problems = [t for t, _ in _find(fs, found)]
     fs.data.flush_data()
     rep.problems += [f"engine: {p}" for p in check_engine(fs.e, data_pages=data_pages)]
+    unverified = _data_sums(fs, rep, repair)
     rep.counts = {"inodes": len(found["inodes"]), "entries": found["entries"],
-                  "data_pages": len(data_pages), "orphans": len(found["orphans"])}
+                  "data_pages": len(data_pages), "orphans": len(found["orphans"]), "unverified_data_pages": unverified}
     return rep
+
+
+def _data_sums(fs: FileSystem, rep: FsckReport, repair: bool) -> int:
+    """Pass 5: data checksums. Returns the pages inside a file's size that have none (data of a
+    filesystem upgraded from format 1: not a problem, but counted)."""
+    r = scrub(fs, repair=repair, data_only=True)
+    rep.problems += [f"data checksum: {t}" for t in r.unrepairable + r.damaged]
+    rep.repaired += [f"data checksum: {t}" for t in r.repaired]
+    stale = stale_sums(fs)
+    if stale:
+        text = f"{len(stale)} checksum(s) kept for pages no file owns: {stale[:10]}"
+        fix = _txn(fs, lambda tx: [fs.data.sums.forget(tx, q, 1) for q in stale]) if repair else None
+        if fix is not None:
+            fix()
+            rep.repaired.append(text)
+        else:
+            rep.problems.append(text)
+    return r.unverified_pages
 
 
 def _scan(fs: FileSystem) -> dict:
@@ -236,6 +259,7 @@ def _free(fs: FileSystem, pages: list[int]):
     def body(tx):
         for q in pages:
             fs.e.alloc.free_region(tx, q, 1)
+            fs.data.sums.forget(tx, q, 1)
     return _txn(fs, body)
 
 
