@@ -200,6 +200,11 @@ class DataSums:
                 self._deferred[page] = (ino, s)
                 pages.add(page)
 
+    def any_deferred(self, pages) -> bool:
+        """Does any of ``pages`` have a sum not yet logged (its bytes possibly not yet flushed)?"""
+        with self._lock:
+            return any(p in self._deferred for p in pages)
+
     def log_deferred(self, tx, ino: int) -> None:
         """Log ``ino``'s deferred sums in ``tx`` (just before its inode record: a size never
         becomes durable without the sums of the bytes below it)."""

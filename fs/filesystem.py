@@ -699,6 +699,11 @@ class FileSystem:
         for the old bytes and one for the new. The caller defers the plan's sums afterwards."""
         intents = plan.intents
         if intents:
+            if self.data.sums.any_deferred(intents):
+                # an intent keeps the page's current sum as the alternative, so the bytes that sum
+                # describes must be on disk first (a page rewritten again before its last write
+                # was flushed); otherwise a crash could leave older bytes that match neither
+                self.data.flush_data()
             with self._lock:
                 with self._txn() as tx:
                     tx.data_independent = True
