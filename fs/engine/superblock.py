@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 
 import crc32c
 
+from traxfs.fs.engine.copies import good_copy
+
 MAGIC = b"TRAXENG1"
 ENGINE_VERSION = 1
 _FMT = struct.Struct("<8sIIQQQQQQIQI")
@@ -72,15 +74,30 @@ class Superblock:
 
 
 def read_superblock(dev, name: str) -> Superblock:
+    """The newest valid copy. A copy that fails its check is read from a mirror's other legs
+    before it is given up (and its bad leg rewritten)."""
     found, problems = [], []
     for i, off in enumerate(COPIES):
+        where = f"{name} superblock copy {i}"
         try:
-            found.append(Superblock.unpack(dev.read(off, 512), f"{name} superblock copy {i}"))
+            found.append(Superblock.unpack(dev.read(off, 512), where))
         except SuperblockError as e:
-            problems.append(str(e))
+            good = good_copy(dev, off, 512, lambda raw, w=where: _valid(raw, w), where)
+            if good is None:
+                problems.append(str(e))
+            else:
+                found.append(Superblock.unpack(good[0], where))
     if not found:
         raise SuperblockError("; ".join(problems))
     return max(found, key=lambda s: s.seq)
+
+
+def _valid(raw: bytes, where: str) -> bool:
+    try:
+        Superblock.unpack(raw, where)
+    except SuperblockError:
+        return False
+    return True
 
 
 def write_superblock(dev, sb: Superblock) -> Superblock:
