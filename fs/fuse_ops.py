@@ -43,6 +43,7 @@ import pyfuse3
 import trio
 
 from traxfs.fs.engine import nowait
+from traxfs.fs.engine.page import PageCorrupt
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.records import Inode
@@ -83,11 +84,15 @@ class TraxOperations(pyfuse3.Operations):
     # ----- plumbing -----------------------------------------------------------------------------
     @staticmethod
     def _fuse_error(fn, e: Exception) -> pyfuse3.FUSEError:
-        """What the kernel is told when ``fn`` raised ``e``: its errno, or EIO (logged) for a bug."""
+        """What the kernel is told when ``fn`` raised ``e``: its errno; EIO with an error line for
+        a damaged page; EIO with a traceback for a bug."""
         if isinstance(e, pyfuse3.FUSEError):
             return e
         if isinstance(e, FsError):
             return pyfuse3.FUSEError(e.errno)
+        if isinstance(e, PageCorrupt):  # a filesystem page damaged on every copy: EIO, named
+            log.error("%s: %s (no good copy): EIO", getattr(fn, "__name__", fn), e)
+            return pyfuse3.FUSEError(errno.EIO)
         log.exception("internal error in %s", getattr(fn, "__name__", fn))
         return pyfuse3.FUSEError(errno.EIO)
 

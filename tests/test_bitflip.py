@@ -192,6 +192,8 @@ def test_flipped_bytes_in_a_plain_image_read_right_or_eio(tmp_path, mountpoint):
     assert not out.wrong, f"wrong bytes or names served: {out.wrong[:10]}"
     assert len(refused) <= 10 * SOAK - 3, refused  # most flips miss what the mount needs
     assert out.eio > 0 and out.right > 0, (out.right, out.eio)
+    log = (tmp_path / "mount.log").read_text()
+    assert "fails its checksum" in log and "internal error" not in log  # damage is named, not a bug
 
 
 def make_mirror(home: Path, tmp_path: Path) -> None:
