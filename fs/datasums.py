@@ -185,9 +185,11 @@ class DataSums:
                 self.pending_tree.delete(tx, key)
 
     def record(self, tx, updates: dict[int, Sum]) -> None:
-        """Log these sums now in ``tx`` (overwrite intents); they replace the pages' deferred
-        sums once ``tx`` commits."""
+        """Log these sums now in ``tx`` (overwrite intents; the sums of a write that commits a
+        transaction anyway); they replace the pages' deferred sums once ``tx`` commits, and
+        vanish with it if it aborts."""
         self._put(tx, updates)
+        tx.__dict__.setdefault("sums_recorded", set()).update(updates)  # newer than any deferred sum
         tx.post_commit.append(lambda _handle: self._drop(updates))
 
     def defer(self, ino: int, updates: dict[int, Sum]) -> None:
@@ -208,11 +210,12 @@ class DataSums:
     def log_deferred(self, tx, ino: int) -> None:
         """Log ``ino``'s deferred sums in ``tx`` (just before its inode record: a size never
         becomes durable without the sums of the bytes below it)."""
+        recorded = tx.__dict__.get("sums_recorded", ())
         with self._lock:
             pages = self._by_ino.get(ino)
             if not pages:
                 return
-            updates = {p: self._deferred[p][1] for p in pages}
+            updates = {p: self._deferred[p][1] for p in pages if p not in recorded}
         self._put(tx, updates)
         tx.post_commit.append(lambda _handle: self._drop(updates))
 

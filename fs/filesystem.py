@@ -675,16 +675,17 @@ class FileSystem:
                         self._abort(tx, ex)
                 raise
             with self._lock:
-                self.data.sums.defer(ino, plan.sums)
                 node = self._copy(ino)
                 node.size = max(node.size, off + len(data))
                 node.mtime_ns = node.ctime_ns = _now()
-                if tx is None:  # into allocated space: the new size and times wait in memory
+                if tx is None:  # into allocated space: the new size, times and sums wait in memory
+                    self.data.sums.defer(ino, plan.sums)
                     self._cache[ino] = node
                     self._dirty.add(ino)
                     return len(data)
                 try:
                     self.data.publish(tx, ino, new)
+                    self.data.sums.record(tx, plan.sums)
                     self._put(tx, node)
                 except BaseException as ex:
                     self._abort(tx, ex)
@@ -696,7 +697,8 @@ class FileSystem:
         """Write planned data (``DataMap.plan``). Overwrites of checksummed bytes first log
         their intents and wait until those are durable — one log force, shared with concurrent
         committers, and no device flush (intents describe no data): a crash then finds a sum
-        for the old bytes and one for the new. The caller defers the plan's sums afterwards."""
+        for the old bytes and one for the new. The caller then logs the plan's sums (with the
+        transaction that publishes the write, or deferred to the inode's next record)."""
         intents = plan.intents
         if intents:
             if self.data.sums.any_deferred(intents):
@@ -726,10 +728,11 @@ class FileSystem:
                 plan = self.data.plan_zero(ino, node.size, size)
                 self._write_plan(plan)
             with self._lock:
-                if size > node.size:
-                    self.data.sums.defer(ino, plan.sums)
+                grow = size > node.size
                 node = self._copy(ino)
                 with self._txn() as tx:
+                    if grow:
+                        self.data.sums.record(tx, plan.sums)
                     if size < node.size:
                         self.data.truncate(tx, ino, size)
                     node.size = size
