@@ -64,7 +64,9 @@ from traxfs.fs.struct.btree import BTree
 GROUP = 64  # device pages per datasums record
 _HEAD = struct.Struct(">QQ")  # valid bits, pending bits
 _SLOT = struct.Struct(">IHIH")  # crc, length, alternative crc, alternative length
-VALUE_SIZE = _HEAD.size + GROUP * _SLOT.size
+_TABLE = struct.Struct(">" + "IHIH" * GROUP)  # every page's slot at once
+VALUE_SIZE = _HEAD.size + _TABLE.size
+_new = tuple.__new__
 ZEROS = memoryview(bytes(PAGE_SIZE))
 _crc = crc32c.crc32c
 
@@ -134,10 +136,10 @@ class DataSums:
                 out.extend([None] * n)
             else:
                 valid, pending = _HEAD.unpack_from(raw)
+                slots = _TABLE.unpack_from(raw, _HEAD.size)
                 for k in range(page - g * GROUP, page - g * GROUP + n):
-                    if valid >> k & 1:
-                        c, ln, ac, al = _SLOT.unpack_from(raw, _HEAD.size + k * _SLOT.size)
-                        out.append(Sum(c, ln, ac, al, bool(pending >> k & 1)))
+                    if valid >> k & 1:  # (tuple.__new__: a NamedTuple's own constructor is Python code)
+                        out.append(_new(Sum, (*slots[4 * k : 4 * k + 4], pending >> k & 1 == 1)))
                     else:
                         out.append(None)
             page += n
@@ -308,8 +310,9 @@ class DataSums:
                 self.stats["unverified_pages"] += 1
                 continue
             end = hi if k == n - 1 else PAGE_SIZE
-            if s.matching(view[k * PAGE_SIZE : (k + 1) * PAGE_SIZE], end):
-                verified += 1
+            at = k * PAGE_SIZE
+            if s[1] >= end and _crc(view[at : at + s[1]]) == s[0] or s.matching(view[at : at + PAGE_SIZE], end):
+                verified += 1  # (the first test is Sum.matching's common case, inline: it runs per page)
                 continue
             good = self.recover(ino, lpage + k, phys + k, s, end)
             if not isinstance(blob, bytearray):
