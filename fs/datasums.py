@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from traxfs.ext.datasum import check_pages
 from traxfs.fs.engine.copies import good_copy
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.errors import FsError
@@ -300,25 +301,41 @@ class DataSums:
     def verify_run(self, ino: int, lpage: int, phys: int, blob: bytes, hi: int) -> bytes | bytearray:
         """Check ``blob``, the whole pages ``phys..`` (file pages ``lpage..``) from which bytes up
         to ``hi`` of the last page are being read (a sum must cover them); returns it, with
-        damaged pages replaced by a mirror's good copy. Raises EIO if a page has none."""
+        damaged pages replaced by a mirror's good copy. Raises EIO if a page has none.
+
+        One call per group of pages checks the common case in C (``traxfs.ext.datasum``); the
+        pages it does not pass — no sum, pending, a newer sum not yet logged, or damaged — are
+        looked at here one by one."""
         n = len(blob) // PAGE_SIZE
-        sums = self.get_run(phys, n)
         view = memoryview(blob)
-        verified = 0
-        for k, s in enumerate(sums):
-            if s is None:
-                self.stats["unverified_pages"] += 1
-                continue
-            end = hi if k == n - 1 else PAGE_SIZE
-            at = k * PAGE_SIZE
-            if s[1] >= end and _crc(view[at : at + s[1]]) == s[0] or s.matching(view[at : at + PAGE_SIZE], end):
-                verified += 1  # (the first test is Sum.matching's common case, inline: it runs per page)
-                continue
-            good = self.recover(ino, lpage + k, phys + k, s, end)
-            if not isinstance(blob, bytearray):
-                blob = bytearray(blob)
-                view = memoryview(blob)
-            view[k * PAGE_SIZE : (k + 1) * PAGE_SIZE] = good
+        verified, k = 0, 0
+        while k < n:
+            page = phys + k
+            g = page // GROUP
+            m = min(n - k, (g + 1) * GROUP - page)
+            raw = self.tree.get(U64.pack(g))
+            odd = range(m) if raw is None else check_pages(raw, view, k, page - g * GROUP, m,
+                                                           hi if k + m == n else PAGE_SIZE)
+            if self._deferred:
+                with self._lock:
+                    odd = sorted({*odd, *(j for j in range(m) if page + j in self._deferred)})
+            verified += m - len(odd)
+            for j in odd:
+                s = self.get_run(page + j, 1)[0]
+                if s is None:
+                    self.stats["unverified_pages"] += 1
+                    continue
+                end = hi if k + j == n - 1 else PAGE_SIZE
+                at = (k + j) * PAGE_SIZE
+                if s.matching(view[at : at + PAGE_SIZE], end):
+                    verified += 1
+                    continue
+                good = self.recover(ino, lpage + k + j, page + j, s, end)
+                if not isinstance(blob, bytearray):
+                    blob = bytearray(blob)
+                    view = memoryview(blob)
+                view[at : at + PAGE_SIZE] = good
+            k += m
         self.stats["pages_verified"] += verified
         return blob
 

@@ -17,9 +17,10 @@ import os
 import random
 from pathlib import Path
 
+import crc32c
 import pytest
 from conftest import IO_PHASES, MiB
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -29,12 +30,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from traxfs.ext.datasum import check_pages
+from traxfs.fs.datasums import GROUP, Sum
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.engine.superblock import COPIES, read_superblock
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.fsck import fsck
-from traxfs.fs.records import ino_key
+from traxfs.fs.records import U64, ino_key
 from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.fs.struct.btree import BTree
 from traxfs.fs.superblock import ADDED_IN_2, KEY_SUPER, FsSuper
@@ -358,3 +361,49 @@ def test_mirror_serves_the_newest_engine_superblock_from_the_good_leg(mirror_fs)
     flip(*leg_offset(vg, lv, leg, newest + 30))
     assert read_superblock(vg.open_lv("m"), "m").seq == seqs[newest]
     assert leg_page(vg, lv, 0, newest)[:512] == leg_page(vg, lv, 1, newest)[:512]
+
+
+@pytest.fixture(scope="module")
+def sums_fs(tmp_path_factory):
+    dev = ImageFileDevice(str(tmp_path_factory.mktemp("sums") / "fs.img"), 64 * MiB, create=True)
+    FileSystem.mkfs(dev, log_size=16 * MiB)
+    fs = FileSystem.open(dev)
+    yield fs
+    fs.close()
+
+
+@settings(max_examples=150)
+@given(seed=st.integers(0, 2**32), slot=st.integers(0, GROUP - 1), data=st.data())
+def test_check_pages_in_c_agrees_with_the_python_rule(sums_fs, seed, slot, data):
+    """ext/datasum.pyx passes exactly the pages Python's rule passes (valid, not pending, long
+    enough for the bytes read, prefix crc32c equal), on records the datasums tree really holds."""
+    rng = random.Random(seed)
+    count = data.draw(st.integers(1, GROUP - slot))
+    last_hi = data.draw(st.integers(1, PAGE_SIZE))
+    first = rng.randrange(2)
+    blob = rng.randbytes((first + count) * PAGE_SIZE)
+    sums: dict[int, Sum | None] = {}
+    for k in range(GROUP):
+        if rng.random() < 0.15:
+            sums[k] = None
+            continue
+        length = rng.choice([PAGE_SIZE, PAGE_SIZE, rng.randrange(PAGE_SIZE + 1)])
+        at = (first + k - slot) * PAGE_SIZE
+        crc = crc32c.crc32c(blob[at : at + length]) if 0 <= k - slot < count else 0
+        if rng.random() < 0.1:
+            crc ^= 1 << rng.randrange(32)
+        sums[k] = Sum(crc, length, rng.randrange(2**32), rng.randrange(PAGE_SIZE), rng.random() < 0.1)
+    fs = sums_fs
+    with fs._lock, fs._txn() as tx:
+        fs.data.sums.forget(tx, 0, GROUP)
+        fs.data.sums.record(tx, {k: v for k, v in sums.items() if v is not None})
+    raw = fs.t["datasums"].get(U64.pack(0))
+    got = check_pages(raw, memoryview(blob), first, slot, count, last_hi)
+    want = []
+    for k in range(count):
+        s = sums[slot + k]
+        end = last_hi if k == count - 1 else PAGE_SIZE
+        page = blob[(first + k) * PAGE_SIZE : (first + k + 1) * PAGE_SIZE]
+        if s is None or s.pending or not (s.length >= end and crc32c.crc32c(page[: s.length]) == s.crc):
+            want.append(k)
+    assert got == want
