@@ -46,7 +46,7 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from traxfs.fs.datasums import ZEROS, DataSums, PageWrite, Sum
+from traxfs.fs.datasums import ZEROS, DataSums, Sum, page_sums
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.records import EXTENT, extent_key, prefix_range
 from traxfs.fs.struct.btree import BTree
@@ -73,20 +73,29 @@ def _track_pages(dev, pages_offset: int) -> int:
 
 @dataclass
 class WritePlan:
-    """A write worked out page by page (:meth:`DataMap.plan`): the device writes, the sums the
-    pages get once written, and the overwrite intents that must be durable before."""
+    """A write worked out page by page (:meth:`DataMap.plan`): the device writes (runs of
+    adjacent bytes, as ``(buffer, start, stop)`` slices), the sums the pages get once written,
+    and the overwrite intents that must be durable before."""
 
     ino: int
-    pages: list[PageWrite] = field(default_factory=list)
-    nbytes: int = 0
+    runs: list[list] = field(default_factory=list)  # [device offset, end, parts]
+    sums: dict[int, Sum] = field(default_factory=dict)
+    intents: dict[int, Sum] = field(default_factory=dict)
 
-    @property
-    def intents(self) -> dict[int, Sum]:
-        return {w.page: w.intent for w in self.pages if w.intent is not None}
-
-    @property
-    def sums(self) -> dict[int, Sum]:
-        return {w.page: w.after for w in self.pages}
+    def add(self, dev_off: int, parts: list) -> None:
+        """Bytes ``parts`` for device offset ``dev_off``: part of the last run if adjacent to it."""
+        if self.runs and self.runs[-1][1] == dev_off:
+            run = self.runs[-1]
+        else:
+            run = [dev_off, dev_off, []]
+            self.runs.append(run)
+        dst = run[2]
+        for buf, s, e in parts:
+            if dst and dst[-1][0] is buf and dst[-1][2] == s:
+                dst[-1] = (buf, dst[-1][1], e)  # neighbouring slices of one buffer stay one
+            else:
+                dst.append((buf, s, e))
+            run[1] += e - s
 
 
 class DataMap:
@@ -280,63 +289,76 @@ class DataMap:
         first, stop = start // PAGE_SIZE, -(-max(end, start) // PAGE_SIZE)
         limit = -(-new_size // PAGE_SIZE)  # pages below the new size
 
+        def zeros(n: int) -> list:
+            return [(ZEROS, 0, min(len(ZEROS), n - at)) for at in range(0, n, len(ZEROS))]
+
         def source(s: int, e: int) -> list:
             """Bytes [s, e) of the file after the write, as parts: zeros outside the data."""
-            parts = []
-            if s < off:
-                parts.append((ZEROS, 0, min(e, off) - s))
+            parts = zeros(min(e, off) - s) if s < off else []
             if max(s, off) < min(e, end):
                 parts.append((view, max(s, off) - off, min(e, end) - off))
             if e > max(s, end):
-                parts.append((ZEROS, 0, e - max(s, end)))
+                parts += zeros(e - max(s, end))
             return parts
 
         plan = WritePlan(ino)
         for lpage, phys, count in sorted(self.extents(ino, first, stop) + new):
-            if lpage in fresh:
-                p0, p1 = lpage, min(lpage + count, limit)
-            else:
-                p0, p1 = max(lpage, first), min(lpage + count, stop)
-            if p0 >= p1:
-                continue
-            sums = [None] * (p1 - p0) if lpage in fresh else self.sums.get_run(phys + p0 - lpage, p1 - p0)
-            for k in range(p1 - p0):
-                pstart = (p0 + k) * PAGE_SIZE
-                if lpage in fresh:
-                    a, b = 0, min(PAGE_SIZE, new_size - pstart)
-                else:
-                    a, b = max(start, pstart) - pstart, min(end, pstart + PAGE_SIZE) - pstart
+            is_fresh = lpage in fresh
+
+            def span(q: int, is_fresh=is_fresh) -> tuple[int, int]:
+                """The bytes [a, b) of file page ``q`` this write gives it."""
+                pstart = q * PAGE_SIZE
+                if is_fresh:
+                    return 0, min(PAGE_SIZE, new_size - pstart)
+                return max(start, pstart) - pstart, min(end, pstart + PAGE_SIZE) - pstart
+
+            p0, p1 = (lpage, min(lpage + count, limit)) if is_fresh else (max(lpage, first), min(lpage + count, stop))
+            sums = None if is_fresh or p0 >= p1 else self.sums.get_run(phys + p0 - lpage, p1 - p0)
+            k = 0
+            while k < p1 - p0:
+                q, dev = p0 + k, phys + p0 - lpage + k
+                a, b = span(q)
+                s = None if sums is None else sums[k]
+                visible = 0 if is_fresh else min(PAGE_SIZE, max(0, size - q * PAGE_SIZE))
                 if a >= b:
-                    continue
-                visible = 0 if lpage in fresh else min(PAGE_SIZE, max(0, size - pstart))
-                plan.pages.append(self.sums.page_write(ino, p0 + k, phys + p0 - lpage + k, sums[k], a, b,
-                                                       source(pstart + a, pstart + b), visible))
+                    k += 1
+                elif s is None and not visible:
+                    # pages nothing of the file is in yet: one run from the first one's start (its
+                    # bytes before the write are zeros), summed page by page once written
+                    # (every later page of the piece is written from its start, and all but the
+                    # last one whole)
+                    j = p1 - p0 if sums is None else k + 1
+                    while j < p1 - p0 and sums[j] is None and (p0 + j) * PAGE_SIZE >= size:
+                        j += 1
+                    parts = source(q * PAGE_SIZE, (p0 + j - 1) * PAGE_SIZE + span(p0 + j - 1)[1])
+                    if len(parts) > 1:
+                        joined = b"".join(buf[x:y] for buf, x, y in parts)
+                        parts = [(memoryview(joined), 0, len(joined))]
+                    buf, x, y = parts[0]
+                    plan.sums.update(zip(range(dev, dev + j - k), page_sums(buf[x:y]), strict=True))
+                    plan.add(self.base + dev * PAGE_SIZE, parts)
+                    k = j
+                else:
+                    w = self.sums.page_write(ino, q, dev, s, a, b, source(q * PAGE_SIZE + a, q * PAGE_SIZE + b),
+                                             visible)
+                    plan.add(self.base + dev * PAGE_SIZE + w.at, w.parts)
+                    plan.sums[dev] = w.after
+                    if w.intent is not None:
+                        plan.intents[dev] = w.intent
+                    k += 1
         return plan
 
     def write_plan(self, plan: WritePlan) -> None:
         """Write a plan's bytes: one device write per run of adjacent bytes, straight from the
         caller's buffer when the run is one slice of it."""
-        runs: list[tuple[int, list]] = []
-        run_end, nbytes = -1, 0
-        for w in plan.pages:
-            dev_off = self.base + w.page * PAGE_SIZE + w.at
-            if dev_off != run_end:
-                runs.append((dev_off, []))
-                run_end = dev_off
-            parts = runs[-1][1]
-            for buf, s, e in w.parts:
-                if parts and parts[-1][0] is buf and parts[-1][2] == s:
-                    parts[-1] = (buf, parts[-1][1], e)  # neighbouring slices of one buffer
-                else:
-                    parts.append((buf, s, e))
-                run_end += e - s
-                nbytes += e - s
-        for dev_off, parts in runs:
+        nbytes = 0
+        for dev_off, stop, parts in plan.runs:
             if len(parts) == 1:
                 buf, s, e = parts[0]
                 self.dev.write(dev_off, buf[s:e])
             else:
                 self.dev.write(dev_off, b"".join(buf[s:e] for buf, s, e in parts))
+            nbytes += stop - dev_off
         self._note_written(nbytes)
 
     def plan_zero(self, ino: int, start: int, end: int) -> WritePlan:

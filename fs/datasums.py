@@ -68,7 +68,7 @@ _SLOT = struct.Struct(">IHIH")  # crc, length, alternative crc, alternative leng
 _TABLE = struct.Struct(">" + "IHIH" * GROUP)  # every page's slot at once
 VALUE_SIZE = _HEAD.size + _TABLE.size
 _new = tuple.__new__
-ZEROS = memoryview(bytes(PAGE_SIZE))
+ZEROS = memoryview(bytes(1 << 20))  # zeros to write from (slices of it)
 _crc = crc32c.crc32c
 
 log = logging.getLogger("traxfs.fs")
@@ -92,6 +92,13 @@ class Sum(NamedTuple):
         if self.pending and self.alt_length >= hi and _crc(page[: self.alt_length]) == self.alt_crc:
             return Sum(self.alt_crc, self.alt_length)
         return None
+
+
+def page_sums(view) -> list[Sum]:
+    """The sums of a run of pages written from their start with the bytes ``view`` (whole pages;
+    the last one may be partial)."""
+    return [_new(Sum, (_crc(view[at : at + PAGE_SIZE]), min(PAGE_SIZE, len(view) - at), 0, 0, False))
+            for at in range(0, len(view), PAGE_SIZE)]
 
 
 def crc_of(parts, seed: int = 0) -> int:
