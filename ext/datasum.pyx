@@ -3,15 +3,15 @@
 
 Every read of file data checks each page it reads (``traxfs.fs.datasums``). In Python the loop
 over a run's pages — decoding each page's slot, slicing the page, calling crc32c — cost about
-3 us a page, several times the read itself; here it is one call per group of 64 pages, and the
+3 us a page, several times the read itself; here it is one call per group of 128 pages, and the
 checksum is still the ``crc32c`` package's (hardware-accelerated), called on a view of each page
-(no copies). The layout of the record is ``traxfs.fs.datasums``' (big-endian valid and pending
-bitmaps, then 12-byte slots: crc u32, length u16, alternative crc u32, alternative length u16);
-``DataSums.verify_run`` is the Python that handles every page this function does not pass.
+(no copies). The layout of the record is ``traxfs.fs.datasums``' (valid and pending bitmaps of
+128 bits, big-endian, then 6-byte slots: crc u32, length u16); ``DataSums.verify_run`` is the
+Python that handles every page this function does not pass.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t
 
 import crc32c as _crc32c_module
 
@@ -25,17 +25,15 @@ cdef extern from "Python.h":
 
 cdef enum:
     PAGE = 4096
-    HEAD = 16
-    SLOT = 12
-    GROUP = 64
+    GROUP = 128
+    BITS = GROUP // 8
+    HEAD = 2 * BITS
+    SLOT = 6
 
 
-cdef inline uint64_t be64(const uint8_t *p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return v
+cdef inline bint bit(const uint8_t *bitmap, Py_ssize_t k) noexcept nogil:
+    """Bit ``k`` of a big-endian bitmap of GROUP bits."""
+    return (bitmap[BITS - 1 - k // 8] >> (k % 8)) & 1
 
 
 def check_pages(object value, object blob, Py_ssize_t first, Py_ssize_t slot, Py_ssize_t count,
@@ -48,7 +46,6 @@ def check_pages(object value, object blob, Py_ssize_t first, Py_ssize_t slot, Py
     cdef Py_buffer vb, bb
     cdef const uint8_t *v
     cdef const uint8_t *s
-    cdef uint64_t valid, pending
     cdef Py_ssize_t k, n, end
     cdef uint32_t want
     if slot < 0 or count < 0 or slot + count > GROUP or first < 0:
@@ -63,9 +60,8 @@ def check_pages(object value, object blob, Py_ssize_t first, Py_ssize_t slot, Py
             if bb.len < (first + count) * PAGE:
                 raise ValueError(f"{bb.len} bytes hold fewer than {first + count} pages")
             v = <const uint8_t *>vb.buf
-            valid, pending = be64(v), be64(v + 8)
             for k in range(count):
-                if not (valid >> (slot + k)) & 1 or (pending >> (slot + k)) & 1:
+                if not bit(v, slot + k) or bit(v + BITS, slot + k):
                     out.append(k)
                     continue
                 s = v + HEAD + (slot + k) * SLOT

@@ -1,11 +1,12 @@
 """Checksums of file data: crc32c per data page, kept by device page, verified on every read.
 
 **Where.** The ``datasums`` tree maps a group of :data:`GROUP` device pages (key: device page //
-64, big-endian) to a validity bitmap, a pending bitmap and, per page, ``(crc, length, alt crc,
-alt length)``. Keyed by device page, not by file page: the sums follow the bytes, so extents
-shared later (snapshots) share their sums and nothing else needs to move with an extent.
-``datapending`` holds the keys of the groups with a pending page, so that the mount after a
-crash finds them without reading every sum.
+128, big-endian) to a validity bitmap and a pending bitmap (128 bits each) and, per page,
+``(crc u32, length u16)``: 800 bytes. Keyed by device page, not by file page: the sums follow
+the bytes, so extents shared later (snapshots) share their sums and nothing else needs to move
+with an extent. ``datapending`` maps each pending page (key: device page) to its alternative
+sum; it is small, and the mount after a crash finds the pending pages there without reading
+every sum.
 
 **What a sum covers.** ``crc`` is the crc32c of the page's first ``length`` bytes: the bytes of
 the page that were ever written for the file (its high-water mark). A read of bytes
@@ -62,11 +63,12 @@ from traxfs.fs.errors import FsError
 from traxfs.fs.records import U64
 from traxfs.fs.struct.btree import BTree
 
-GROUP = 64  # device pages per datasums record
-_HEAD = struct.Struct(">QQ")  # valid bits, pending bits
-_SLOT = struct.Struct(">IHIH")  # crc, length, alternative crc, alternative length
-_TABLE = struct.Struct(">" + "IHIH" * GROUP)  # every page's slot at once
-VALUE_SIZE = _HEAD.size + _TABLE.size
+GROUP = 128  # device pages per datasums record
+_BITS = GROUP // 8  # bytes of one bitmap
+_HEAD = 2 * _BITS  # valid bits, then pending bits (big-endian integers: bit k is page k)
+_SLOT = struct.Struct(">IH")  # crc, length (also a datapending value: the alternative sum)
+_TABLE = struct.Struct(">" + "IH" * GROUP)  # every page's slot at once
+VALUE_SIZE = _HEAD + _TABLE.size
 _new = tuple.__new__
 ZEROS = memoryview(bytes(1 << 20))  # zeros to write from (slices of it)
 _crc = crc32c.crc32c
@@ -143,13 +145,16 @@ class DataSums:
             if raw is None:
                 out.extend([None] * n)
             else:
-                valid, pending = _HEAD.unpack_from(raw)
-                slots = _TABLE.unpack_from(raw, _HEAD.size)
+                valid, pending = _bitmaps(raw)
+                slots = _TABLE.unpack_from(raw, _HEAD)
                 for k in range(page - g * GROUP, page - g * GROUP + n):
-                    if valid >> k & 1:  # (tuple.__new__: a NamedTuple's own constructor is Python code)
-                        out.append(_new(Sum, (*slots[4 * k : 4 * k + 4], pending >> k & 1 == 1)))
-                    else:
+                    if not valid >> k & 1:
                         out.append(None)
+                    elif pending >> k & 1:
+                        alt = self.pending_tree.get(U64.pack(g * GROUP + k))
+                        out.append(Sum(slots[2 * k], slots[2 * k + 1], *(_SLOT.unpack(alt) if alt else (0, 0)), True))
+                    else:  # (tuple.__new__: a NamedTuple's own constructor is Python code)
+                        out.append(_new(Sum, (slots[2 * k], slots[2 * k + 1], 0, 0, False)))
             page += n
         if self._deferred:
             with self._lock:
@@ -162,37 +167,36 @@ class DataSums:
     # ----- recording sums -----------------------------------------------------------------------
     def _put(self, tx, updates: dict[int, Sum | None]) -> None:
         """Write sums (None: drop the page's sum) into the tree, one record per group; keep
-        ``datapending`` in step with the pending bits."""
+        ``datapending`` in step: a pending page's alternative sum is there, and only then."""
         groups: dict[int, list[tuple[int, Sum | None]]] = {}
         for page, s in updates.items():
             groups.setdefault(page // GROUP, []).append((page, s))
         for g in sorted(groups):
             key = U64.pack(g)
             raw = self.tree.get(key)
-            buf = bytearray(raw) if raw is not None else bytearray(VALUE_SIZE)
-            valid, pending = _HEAD.unpack_from(buf)
-            was_pending = bool(pending & valid)
-            for page, s in groups[g]:
+            valid, pending = _bitmaps(raw) if raw is not None else (0, 0)
+            slots = list(_TABLE.unpack_from(raw, _HEAD)) if raw is not None else [0] * (2 * GROUP)
+            for page, s in groups[g]:  # (indexes, not field names: this runs for every page written)
                 k = page - g * GROUP
                 bit = 1 << k
+                if pending & bit and (s is None or not s[4]):
+                    self.pending_tree.delete(tx, U64.pack(page))
+                    pending &= ~bit
                 if s is None:
                     valid &= ~bit
-                    _SLOT.pack_into(buf, _HEAD.size + k * _SLOT.size, 0, 0, 0, 0)
-                else:
-                    valid |= bit
-                    _SLOT.pack_into(buf, _HEAD.size + k * _SLOT.size, s.crc, s.length, s.alt_crc, s.alt_length)
-                pending = pending | bit if s is not None and s.pending else pending & ~bit
-            pending &= valid
-            _HEAD.pack_into(buf, 0, valid, pending)
+                    slots[2 * k] = slots[2 * k + 1] = 0
+                    continue
+                valid |= bit
+                slots[2 * k], slots[2 * k + 1] = s[0], s[1]
+                if s[4]:
+                    pending |= bit
+                    self.pending_tree.put(tx, U64.pack(page), _SLOT.pack(s[2], s[3]))
+            value = valid.to_bytes(_BITS, "big") + pending.to_bytes(_BITS, "big") + _TABLE.pack(*slots)
             if valid:
-                if raw is None or bytes(buf) != raw:
-                    self.tree.put(tx, key, bytes(buf))
+                if value != raw:
+                    self.tree.put(tx, key, value)
             elif raw is not None:
                 self.tree.delete(tx, key)
-            if pending and not was_pending:
-                self.pending_tree.put(tx, key, b"")
-            elif was_pending and not pending:
-                self.pending_tree.delete(tx, key)
 
     def record(self, tx, updates: dict[int, Sum]) -> None:
         """Log these sums now in ``tx`` (overwrite intents; the sums of a write that commits a
@@ -233,9 +237,10 @@ class DataSums:
         """Forget deferred sums now in the log. (Sums are deferred, logged and committed under
         the filesystem's lock, so none can have been deferred anew in between.)"""
         with self._lock:
-            for page in logged:
-                if page in self._deferred:
-                    self._forget_deferred(page)
+            if self._deferred:
+                for page in logged:
+                    if page in self._deferred:
+                        self._forget_deferred(page)
 
     def _forget_deferred(self, page: int) -> None:
         ino, _ = self._deferred.pop(page)
@@ -258,10 +263,8 @@ class DataSums:
             key = U64.pack(g)
             raw = self.tree.get(key)
             if raw is not None:
-                if n == GROUP:
+                if n == GROUP and not _bitmaps(raw)[1]:
                     self.tree.delete(tx, key)
-                    if _HEAD.unpack_from(raw)[1]:
-                        self.pending_tree.delete(tx, key)
                 else:
                     self._put(tx, dict.fromkeys(range(page, page + n)))
             page += n
@@ -365,22 +368,17 @@ class DataSums:
         """Settle every pending page (mount): keep the sum its content matches — the new one,
         else the old one — or, for a write torn by a crash, recompute it from the content; on a
         mirror, make every leg hold the chosen copy. Returns the pages settled."""
-        keys = list(self.pending_tree.keys())
-        if not keys:
+        pages = [U64.unpack(key)[0] for key in self.pending_tree.keys()]
+        if not pages:
             return 0
         self.dev.flush()  # what is judged here must be on disk before the verdict is logged
         updates: dict[int, Sum] = {}
-        for key in keys:
-            g = U64.unpack(key)[0]
-            raw = self.tree.get(key)
-            valid, pending = _HEAD.unpack_from(raw) if raw is not None else (0, 0)
-            if not pending & valid:
-                self.pending_tree.delete(tx, key)
+        for page in pages:
+            s = self.get_run(page, 1)[0]
+            if s is None or not s.pending:  # (cannot happen: the two trees change together)
+                updates[page] = s
                 continue
-            for k in range(GROUP):
-                if (pending & valid) >> k & 1:
-                    c, ln, ac, al = _SLOT.unpack_from(raw, _HEAD.size + k * _SLOT.size)
-                    updates[g * GROUP + k] = self._settle(g * GROUP + k, Sum(c, ln, ac, al, True))
+            updates[page] = self._settle(page, s)
         self._put(tx, updates)
         self.stats["pending_resolved"] += len(updates)
         return len(updates)
@@ -412,3 +410,8 @@ def _patch(content: bytearray, at: int, parts: list) -> None:
     for buf, s, e in parts:
         content[at : at + e - s] = buf[s:e]
         at += e - s
+
+
+def _bitmaps(raw: bytes) -> tuple[int, int]:
+    """A datasums record's valid and pending bitmaps."""
+    return int.from_bytes(raw[:_BITS], "big"), int.from_bytes(raw[_BITS:_HEAD], "big")
