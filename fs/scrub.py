@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from traxfs.fs.datasums import GROUP
+from traxfs.fs.engine.check import _runs, _set_bits
 from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, verify
 from traxfs.fs.records import EXTENT, U64, Inode
 
-RUN = 64  # pages read per request
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_DAMAGED, EXIT_OPERATIONAL = 0, 1, 4, 8
 
 
@@ -105,32 +105,12 @@ def _engine_ok(pid: int) -> Callable[[bytes], bool]:
 def _allocated(fs) -> list[int]:
     """Allocated pages, from the allocation maps read through the buffer (which serves a map
     page from a good copy if one is damaged)."""
-    e = fs.e
+    e, out = fs.e, []
     bits = e.alloc.bits_per_map
-    out = []
     for m in range(e.nmaps):
         with e.page(1 + m) as f:
-            value = int.from_bytes(f.data[32:], "little")
-        first = m * bits
-        limit = min(bits, e.sb.page_count - first)
-        while value:
-            low = value & -value
-            bit = low.bit_length() - 1
-            if bit >= limit:
-                break
-            out.append(first + bit)
-            value ^= low
+            out += _set_bits(f.data[32:], m * bits, min(bits, e.sb.page_count - m * bits))
     return out
-
-
-def _runs(pages: list[int]):
-    i = 0
-    while i < len(pages):
-        j = i + 1
-        while j < len(pages) and pages[j] == pages[j - 1] + 1 and j - i < RUN:
-            j += 1
-        yield pages[i], j - i
-        i = j
 
 
 def scrub(fs, *, repair: bool = True, data_only: bool = False,

@@ -113,28 +113,21 @@ class Outcome:
 
 def read_all(mp: Path, files: dict[str, bytes], dirs: dict[str, set[str]], out: Outcome) -> None:
     """Read every file and list every directory: right, or EIO; anything else is wrong."""
-    for d, names in dirs.items():
+    def listing(d: str) -> set[str]:
+        return set(os.listdir(mp / d)) - {".trax", ".snapshots", "queues", "tables"}
+
+    checks = [(f"listing /{d}", lambda d=d: listing(d), names) for d, names in dirs.items()]
+    checks += [(f"/{p}", lambda p=p: (mp / p).read_bytes(), want) for p, want in files.items()]
+    for what, get, want in checks:
         try:
-            got = set(os.listdir(mp / d)) - {".trax", ".snapshots", "queues", "tables"}
+            got = get()
         except OSError as e:
             if e.errno != errno.EIO:
-                out.wrong.append(f"listing /{d}: {e}")
-            out.eio += 1
-            continue
-        if got != names:
-            out.wrong.append(f"listing /{d}: {sorted(got)} instead of {sorted(names)}")
-        else:
-            out.right += 1
-    for path, want in files.items():
-        try:
-            got = (mp / path).read_bytes()
-        except OSError as e:
-            if e.errno != errno.EIO:
-                out.wrong.append(f"/{path}: {e}")
+                out.wrong.append(f"{what}: {e}")
             out.eio += 1
             continue
         if got != want:
-            out.wrong.append(f"/{path}: {len(got)} bytes read, {len(want)} expected, contents differ")
+            out.wrong.append(f"{what}: {len(got)} entries or bytes where {len(want)} were expected, not equal")
         else:
             out.right += 1
 
