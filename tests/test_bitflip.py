@@ -188,6 +188,13 @@ def test_flipped_bytes_in_a_plain_image_read_right_or_eio(tmp_path, mountpoint):
     log = (tmp_path / "mount.log").read_text()
     assert "fails its checksum" in log and "internal error" not in log  # damage is named, not a bug
 
+    # a page the filesystem cannot be opened without (the catalog), damaged: scrub says so, exit 4
+    shutil.copyfile(pristine, image)
+    flip_at(str(image), base + 100, rng)
+    r = trax("scrub", str(image), home=home, check=False)
+    assert r.returncode == 4 and "page 0" in r.stderr and "cannot be walked" in r.stderr, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+
 
 def make_mirror(home: Path, tmp_path: Path) -> None:
     disks = [str(tmp_path / f"d{i}.img") for i in range(4)]
@@ -246,6 +253,9 @@ def test_flipped_bytes_in_one_mirror_leg_always_read_right_and_are_repaired(tmp_
             flip_at(path, off, rng)
         m.start()  # the mount's own pages come from the good leg
         try:
+            if rnd == 0:  # a mounted filesystem is not scrubbed under the mount
+                r = trax("scrub", "fvg/m", home=home, check=False)
+                assert r.returncode == 8 and "in use" in r.stderr, (r.stdout, r.stderr)
             read_all(mountpoint, files, dirs, out)
             status = json.loads((mountpoint / ".trax" / "data.json").read_text())
             assert status["pages_verified"] > 0 and status["unrepairable"] == 0, status
