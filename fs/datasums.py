@@ -4,9 +4,9 @@
 128, big-endian) to a validity bitmap and a pending bitmap (128 bits each) and, per page,
 ``(crc u32, length u16)``: 800 bytes. Keyed by device page, not by file page: the sums follow
 the bytes, so extents shared later (snapshots) share their sums and nothing else needs to move
-with an extent. ``datapending`` maps each pending page (key: device page) to its alternative
-sum; it is small, and the mount after a crash finds the pending pages there without reading
-every sum.
+with an extent. ``datapending`` holds, for each group with pending pages (same key), their
+alternative sums (``(page in group u8, crc u32, length u16)`` each); it is small, and the mount
+after a crash finds the pending pages there without reading every sum.
 
 **What a sum covers.** ``crc`` is the crc32c of the page's first ``length`` bytes: the bytes of
 the page that were ever written for the file (its high-water mark). A read of bytes
@@ -66,7 +66,8 @@ from traxfs.fs.struct.btree import BTree
 GROUP = 128  # device pages per datasums record
 _BITS = GROUP // 8  # bytes of one bitmap
 _HEAD = 2 * _BITS  # valid bits, then pending bits (big-endian integers: bit k is page k)
-_SLOT = struct.Struct(">IH")  # crc, length (also a datapending value: the alternative sum)
+_SLOT = struct.Struct(">IH")  # crc, length
+_ALT = struct.Struct(">BIH")  # a datapending entry: page in the group, alternative crc and length
 _TABLE = struct.Struct(">" + "IH" * GROUP)  # every page's slot at once
 VALUE_SIZE = _HEAD + _TABLE.size
 _new = tuple.__new__
@@ -147,12 +148,12 @@ class DataSums:
             else:
                 valid, pending = _bitmaps(raw)
                 slots = _TABLE.unpack_from(raw, _HEAD)
+                alts = self._alts(g) if pending else {}
                 for k in range(page - g * GROUP, page - g * GROUP + n):
                     if not valid >> k & 1:
                         out.append(None)
                     elif pending >> k & 1:
-                        alt = self.pending_tree.get(U64.pack(g * GROUP + k))
-                        out.append(Sum(slots[2 * k], slots[2 * k + 1], *(_SLOT.unpack(alt) if alt else (0, 0)), True))
+                        out.append(Sum(slots[2 * k], slots[2 * k + 1], *alts.get(k, (0, 0)), True))
                     else:  # (tuple.__new__: a NamedTuple's own constructor is Python code)
                         out.append(_new(Sum, (slots[2 * k], slots[2 * k + 1], 0, 0, False)))
             page += n
@@ -163,6 +164,11 @@ class DataSums:
                     if held is not None:
                         out[k] = held[1]
         return out
+
+    def _alts(self, g: int) -> dict[int, tuple[int, int]]:
+        """Group ``g``'s pending pages: page in the group -> alternative (crc, length)."""
+        raw = self.pending_tree.get(U64.pack(g)) or b""
+        return {k: (c, ln) for k, c, ln in _ALT.iter_unpack(raw)}
 
     # ----- recording sums -----------------------------------------------------------------------
     def _put(self, tx, updates: dict[int, Sum | None]) -> None:
@@ -176,27 +182,34 @@ class DataSums:
             raw = self.tree.get(key)
             valid, pending = _bitmaps(raw) if raw is not None else (0, 0)
             slots = list(_TABLE.unpack_from(raw, _HEAD)) if raw is not None else [0] * (2 * GROUP)
+            was_pending = pending
+            alts = self._alts(g) if pending else {}
             for page, s in groups[g]:  # (indexes, not field names: this runs for every page written)
                 k = page - g * GROUP
                 bit = 1 << k
-                if pending & bit and (s is None or not s[4]):
-                    self.pending_tree.delete(tx, U64.pack(page))
-                    pending &= ~bit
                 if s is None:
                     valid &= ~bit
+                    pending &= ~bit
                     slots[2 * k] = slots[2 * k + 1] = 0
                     continue
                 valid |= bit
                 slots[2 * k], slots[2 * k + 1] = s[0], s[1]
                 if s[4]:
                     pending |= bit
-                    self.pending_tree.put(tx, U64.pack(page), _SLOT.pack(s[2], s[3]))
+                    alts[k] = (s[2], s[3])
+                else:
+                    pending &= ~bit
             value = valid.to_bytes(_BITS, "big") + pending.to_bytes(_BITS, "big") + _TABLE.pack(*slots)
             if valid:
                 if value != raw:
                     self.tree.put(tx, key, value)
             elif raw is not None:
                 self.tree.delete(tx, key)
+            if pending:
+                self.pending_tree.put(tx, key, b"".join(_ALT.pack(k, *alts[k]) for k in sorted(alts)
+                                                        if pending >> k & 1))
+            elif was_pending:
+                self.pending_tree.delete(tx, key)
 
     def record(self, tx, updates: dict[int, Sum]) -> None:
         """Log these sums now in ``tx`` (overwrite intents; the sums of a write that commits a
@@ -368,7 +381,8 @@ class DataSums:
         """Settle every pending page (mount): keep the sum its content matches — the new one,
         else the old one — or, for a write torn by a crash, recompute it from the content; on a
         mirror, make every leg hold the chosen copy. Returns the pages settled."""
-        pages = [U64.unpack(key)[0] for key in self.pending_tree.keys()]
+        pages = [U64.unpack(key)[0] * GROUP + k for key, raw in self.pending_tree.items()
+                 for k, _, _ in _ALT.iter_unpack(raw)]
         if not pages:
             return 0
         self.dev.flush()  # what is judged here must be on disk before the verdict is logged
