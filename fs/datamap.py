@@ -322,20 +322,27 @@ class DataMap:
                 visible = 0 if is_fresh else min(PAGE_SIZE, max(0, size - q * PAGE_SIZE))
                 if a >= b:
                     k += 1
-                elif s is None and not visible:
-                    # pages nothing of the file is in yet: one run from the first one's start (its
-                    # bytes before the write are zeros), summed page by page once written
-                    # (every later page of the piece is written from its start, and all but the
-                    # last one whole)
+                elif s is None and not visible or s is not None and not s[4] and a == 0 and b >= s[1]:
+                    # a run of pages written from their start: pages nothing of the file is in
+                    # yet (their bytes before the write are zeros), or pages whose summed bytes
+                    # the write replaces whole (overwrites needing no read). Every later page of
+                    # the piece is written from its start, and all but the last one whole.
+                    fresh_run = s is None
                     j = p1 - p0 if sums is None else k + 1
-                    while j < p1 - p0 and sums[j] is None and (p0 + j) * PAGE_SIZE >= size:
+                    while j < p1 - p0 and (sums[j] is None and (p0 + j) * PAGE_SIZE >= size if fresh_run else
+                                           sums[j] is not None and not sums[j][4]
+                                           and span(p0 + j)[1] >= sums[j][1]):
                         j += 1
                     parts = source(q * PAGE_SIZE, (p0 + j - 1) * PAGE_SIZE + span(p0 + j - 1)[1])
                     if len(parts) > 1:
                         joined = b"".join(buf[x:y] for buf, x, y in parts)
                         parts = [(memoryview(joined), 0, len(joined))]
                     buf, x, y = parts[0]
-                    plan.sums.update(zip(range(dev, dev + j - k), page_sums(buf[x:y]), strict=True))
+                    new_sums = page_sums(buf[x:y])
+                    plan.sums.update(zip(range(dev, dev + j - k), new_sums, strict=True))
+                    if not fresh_run:
+                        plan.intents.update(zip(range(dev, dev + j - k), self.sums.intents(sums[k:j], new_sums),
+                                                strict=True))
                     plan.add(self.base + dev * PAGE_SIZE, parts)
                     k = j
                 else:

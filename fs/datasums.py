@@ -300,17 +300,21 @@ class DataSums:
             return PageWrite(page, 0, parts, Sum(crc_of(parts), b))
         if not s.pending and a == s.length:  # an append: the summed prefix stays as it is
             return PageWrite(page, a, parts, Sum(crc_of(parts, s.crc), b))
-        if not s.pending and a == 0 and b >= s.length:  # the whole summed prefix is replaced
-            new = Sum(crc_of(parts), b)
-        else:  # part of the summed bytes change: the rest must be read, and verified
-            content = bytearray(self.read_page(ino, lpage, page, s, 0))
-            old = s.matching(content)
-            _patch(content, a, parts)
-            length = max(old.length, b)
-            new = Sum(_crc(memoryview(content)[:length]), length)
-            s = old
+        # part of the summed bytes change (a page whose summed bytes are replaced whole is in a
+        # run: DataMap.plan): the rest must be read, and verified
+        content = bytearray(self.read_page(ino, lpage, page, s, 0))
+        old = s.matching(content)
+        _patch(content, a, parts)
+        length = max(old.length, b)
+        new = Sum(_crc(memoryview(content)[:length]), length)
         self.stats["overwrite_intents"] += 1
-        return PageWrite(page, a, parts, new, Sum(new.crc, new.length, s.crc, s.length, True))
+        return PageWrite(page, a, parts, new, Sum(new.crc, new.length, old.crc, old.length, True))
+
+    def intents(self, old: list[Sum], new: list[Sum]) -> list[Sum]:
+        """The pending entries of pages whose summed bytes a write replaces whole: the new sum,
+        the old one as the alternative."""
+        self.stats["overwrite_intents"] += len(new)
+        return [_new(Sum, (n[0], n[1], o[0], o[1], True)) for o, n in zip(old, new, strict=True)]
 
     # ----- reading and verifying ----------------------------------------------------------------
     def _read_page(self, page: int) -> bytes:
