@@ -51,6 +51,7 @@ import errno
 import logging
 import struct
 import threading
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -174,31 +175,43 @@ class DataSums:
     def _put(self, tx, updates: dict[int, Sum | None]) -> None:
         """Write sums (None: drop the page's sum) into the tree, one record per group; keep
         ``datapending`` in step: a pending page's alternative sum is there, and only then."""
-        groups: dict[int, list[tuple[int, Sum | None]]] = {}
-        for page, s in updates.items():
-            groups.setdefault(page // GROUP, []).append((page, s))
-        for g in sorted(groups):
+        pages = sorted(updates)
+        i = 0
+        while i < len(pages):
+            g = pages[i] // GROUP
+            j = bisect_left(pages, (g + 1) * GROUP, i)
             key = U64.pack(g)
             raw = self.tree.get(key)
             valid, pending = _bitmaps(raw) if raw is not None else (0, 0)
             slots = list(_TABLE.unpack_from(raw, _HEAD)) if raw is not None else [0] * (2 * GROUP)
             was_pending = pending
             alts = self._alts(g) if pending else {}
-            for page, s in groups[g]:  # (indexes, not field names: this runs for every page written)
-                k = page - g * GROUP
-                bit = 1 << k
-                if s is None:
-                    valid &= ~bit
-                    pending &= ~bit
-                    slots[2 * k] = slots[2 * k + 1] = 0
-                    continue
-                valid |= bit
-                slots[2 * k], slots[2 * k + 1] = s[0], s[1]
-                if s[4]:
-                    pending |= bit
-                    alts[k] = (s[2], s[3])
-                else:
-                    pending &= ~bit
+            k0, k1 = pages[i] - g * GROUP, pages[j - 1] - g * GROUP + 1
+            run = [updates[p] for p in pages[i:j]]
+            if k1 - k0 == j - i and all(s is not None and not s[4] for s in run):
+                # the common case, a run of settled sums: whole slices at once (this runs for
+                # every page written)
+                slots[2 * k0 : 2 * k1 : 2] = [s[0] for s in run]
+                slots[2 * k0 + 1 : 2 * k1 : 2] = [s[1] for s in run]
+                mask = ((1 << (k1 - k0)) - 1) << k0
+                valid |= mask
+                pending &= ~mask
+            else:
+                for page, s in zip(pages[i:j], run, strict=True):
+                    k = page - g * GROUP
+                    bit = 1 << k
+                    if s is None:
+                        valid &= ~bit
+                        pending &= ~bit
+                        slots[2 * k] = slots[2 * k + 1] = 0
+                        continue
+                    valid |= bit
+                    slots[2 * k], slots[2 * k + 1] = s.crc, s.length
+                    if s.pending:
+                        pending |= bit
+                        alts[k] = (s.alt_crc, s.alt_length)
+                    else:
+                        pending &= ~bit
             value = valid.to_bytes(_BITS, "big") + pending.to_bytes(_BITS, "big") + _TABLE.pack(*slots)
             if valid:
                 if value != raw:
@@ -210,6 +223,7 @@ class DataSums:
                                                         if pending >> k & 1))
             elif was_pending:
                 self.pending_tree.delete(tx, key)
+            i = j
 
     def record(self, tx, updates: dict[int, Sum]) -> None:
         """Log these sums now in ``tx`` (overwrite intents; the sums of a write that commits a
