@@ -35,6 +35,8 @@ class Allocator:
         self._lock = threading.Lock()
         self._cursor = self.first_data
         self._quarantine: dict[int, int] = {}  # first page -> count: freed, not yet reusable
+        # quarantined runs now reusable, dropped from the quarantine at its next use (see release)
+        self._released: list[int] = []
 
     def _map_of(self, pid: int) -> tuple[int, int]:
         return 1 + pid // self.bits_per_map, pid % self.bits_per_map
@@ -47,6 +49,11 @@ class Allocator:
         map_pid, bit = self._map_of(pid)
         return bool(self._bitmap(map_pid)[bit // 8] >> (bit % 8) & 1)
 
+    def _drop_released(self) -> None:
+        """Under the lock: forget the quarantined runs whose freeing commit became durable."""
+        while self._released:
+            self._quarantine.pop(self._released.pop(), None)
+
     def _used_bits(self, first: int, count: int, cached: dict[int, int]) -> int:
         """Bit i set: page ``first + i`` is allocated or quarantined (``count`` bits)."""
         out, pid = 0, first
@@ -58,6 +65,7 @@ class Allocator:
                 value = cached[m] = int.from_bytes(self._bitmap(m), "little")
             out |= ((value >> bit) & ((1 << n) - 1)) << (pid - first)
             pid += n
+        self._drop_released()
         for q, n in self._quarantine.items():
             lo, hi = max(q, first), min(q + n, first + count)
             if lo < hi:
@@ -137,8 +145,10 @@ class Allocator:
 
     def _free_at_commit(self, tx: Transaction, first: int, count: int, until_durable: bool) -> None:
         def release() -> None:
-            with self._lock:
-                self._quarantine.pop(first, None)
+            # runs in whichever thread completed the log flush, which may hold a page latch that
+            # an allocating thread holding self._lock waits for (a checkpoint sealing a bitmap
+            # page forces the log): so no lock here, the next user of the quarantine drops it
+            self._released.append(first)
 
         def hold(t: Transaction) -> None:
             with self._lock:
@@ -153,6 +163,7 @@ class Allocator:
 
     def quarantined_pages(self) -> int:
         with self._lock:
+            self._drop_released()
             return sum(self._quarantine.values())
 
     def free_page(self, tx: Transaction, pid: int) -> None:
