@@ -12,12 +12,20 @@ extent, a larger size) are. So the data must be on disk before any such record i
 2. writes the bytes to the device;
 3. only then appends the extent and size records and commits.
 
-The engine's log flusher calls :meth:`DataMap.flush_data` after choosing the records to write
-and before writing them; it flushes the device if any data was written since the last flush
-(one flush covers every writer: a generation counter groups them). So a record on disk implies
-its data on disk, a crash never exposes a page that was not written for the file, and an
-extension exposes zeros, never stale bytes: the tail of the old last page is zeroed before the
-size grows over it, and fresh pages are written whole (zero-padded).
+The engine's log flusher calls the hook :meth:`DataMap._flush_needed` after choosing the
+records to write and before writing them; it flushes the device if data that a committed
+transaction may describe was written since the last flush (one flush covers every writer: a
+generation counter groups them; a transaction marks what it depends on as it commits,
+:meth:`DataMap.depend`). So a record on disk implies its data on disk, a crash never exposes a
+page that was not written for the file, and an extension exposes zeros, never stale bytes: the
+tail of the old last page is zeroed before the size grows over it, and fresh pages are written
+from their start up to the new size (zero-padded).
+
+**Checksums.** Every page written gets a crc32c (``fs/datasums.py``), and every read verifies
+the pages it reads. A write is first worked out page by page (:meth:`DataMap.plan`: which bytes
+go where and what each page's sum becomes; an overwrite of checksummed bytes also yields an
+intent that must be durable before the bytes are written), then written
+(:meth:`DataMap.write_plan`); the filesystem logs the intents before and the sums after.
 
 **Freed pages** (truncate, unlink) return to the allocator only once the freeing commit is
 durable (``Allocator.free_region_after_durable``): otherwise another file's new bytes could land
@@ -36,7 +44,9 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from dataclasses import dataclass, field
 
+from traxfs.fs.datasums import ZEROS, DataSums, Sum, page_sums
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.records import EXTENT, extent_key, prefix_range
 from traxfs.fs.struct.btree import BTree
@@ -60,21 +70,50 @@ def _track_pages(dev, pages_offset: int) -> int:
     return unit // PAGE_SIZE
 
 
+@dataclass
+class WritePlan:
+    """A write worked out page by page (:meth:`DataMap.plan`): the device writes (runs of
+    adjacent bytes, as ``(buffer, start, stop)`` slices), the sums the pages get once written,
+    and the overwrite intents that must be durable before."""
+
+    ino: int
+    runs: list[list] = field(default_factory=list)  # [device offset, end, parts]
+    sums: dict[int, Sum] = field(default_factory=dict)
+    intents: dict[int, Sum] = field(default_factory=dict)
+
+    def add(self, dev_off: int, parts: list) -> None:
+        """Bytes ``parts`` for device offset ``dev_off``: part of the last run if adjacent to it."""
+        if self.runs and self.runs[-1][1] == dev_off:
+            run = self.runs[-1]
+        else:
+            run = [dev_off, dev_off, []]
+            self.runs.append(run)
+        dst = run[2]
+        for buf, s, e in parts:
+            if dst and dst[-1][0] is buf and dst[-1][2] == s:
+                dst[-1] = (buf, dst[-1][1], e)  # neighbouring slices of one buffer stay one
+            else:
+                dst.append((buf, s, e))
+            run[1] += e - s
+
+
 class DataMap:
-    def __init__(self, engine, extents: BTree):
+    def __init__(self, engine, extents: BTree, sums: DataSums):
         self.e = engine
         self.dev = engine.dev
         self.tree = extents
+        self.sums = sums
         self.base = engine.sb.pages_offset
         self.track = _track_pages(self.dev, self.base)
         self._cv = threading.Condition()
         self._written = 0  # generation: data writes completed
         self._flushed = 0  # generation covered by the last completed device flush
+        self._needed = 0  # generation that committed records may describe (see ``depend``)
         self._flushing = False
         self._maps: dict[int, tuple[list[int], list[tuple[int, int, int]], int]] = {}
         self.preallocated: set[int] = set()  # files that may hold pages past their end
         self.stats = {"data_bytes_written": 0, "data_bytes_read": 0, "data_flushes": 0, "extents_allocated": 0}
-        engine.log.before_write = self.flush_data
+        engine.log.before_write = self._flush_needed
 
     # ----- ordered mode -------------------------------------------------------------------------
     def _note_written(self, nbytes: int) -> None:
@@ -82,16 +121,29 @@ class DataMap:
             self._written += 1
             self.stats["data_bytes_written"] += nbytes
 
-    def flush_data(self) -> None:
-        """Make every data write completed so far durable (one device flush serves all callers
-        that arrive while it runs)."""
+    def depend(self) -> None:
+        """A transaction about to commit may describe every data write completed so far: the
+        log flush that writes its commit record flushes them first. (Overwrite intents do not
+        describe data — they only permit it — so they skip this, and a lone intent costs one
+        log write, no device flush.)"""
         with self._cv:
-            target = self._written
+            self._needed = self._written
+
+    def _flush_needed(self) -> None:
+        """The log flusher's hook: the data that records about to be written describe."""
+        self.flush_data(self._needed)
+
+    def flush_data(self, upto: int | None = None) -> None:
+        """Make every data write completed so far (or up to generation ``upto``) durable (one
+        device flush serves all callers that arrive while it runs)."""
+        with self._cv:
+            target = self._written if upto is None else upto
             while True:
                 if self._flushed >= target:
                     return
                 if not self._flushing:
                     self._flushing = True
+                    target = self._written  # the flush covers whatever is written by now
                     break
                 self._cv.wait()
         try:
@@ -144,25 +196,30 @@ class DataMap:
 
     # ----- reading ------------------------------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
-        """``size`` bytes at ``off`` (the caller clips to the file size). Holes read as zeros."""
+        """``size`` bytes at ``off`` (the caller clips to the file size). Holes read as zeros.
+        Whole pages are read and each is checked against its sum (``DataSums.verify_run``)."""
         if size <= 0:
             return b""
-        first, stop = off // PAGE_SIZE, -(-(off + size) // PAGE_SIZE)
+        end = off + size
+        first, stop = off // PAGE_SIZE, -(-end // PAGE_SIZE)
         pieces = self.extents(ino, first, stop)
         with self._cv:
             self.stats["data_bytes_read"] += size
-        if len(pieces) == 1 and pieces[0][0] <= first and pieces[0][0] + pieces[0][2] >= stop:
-            lpage, phys, _ = pieces[0]  # one extent holds it all: one read, no copy
-            return self.dev.read(self.base + phys * PAGE_SIZE + (off - lpage * PAGE_SIZE), size)
-        out = bytearray(size)
+        out = None
         for lpage, phys, count in pieces:
-            s = max(off, lpage * PAGE_SIZE)
-            e = min(off + size, (lpage + count) * PAGE_SIZE)
-            if s >= e:
+            p0, p1 = max(first, lpage), min(stop, lpage + count)
+            if p0 >= p1:
                 continue
-            dev_off = self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE)
-            out[s - off : e - off] = self.dev.read(dev_off, e - s)
-        return bytes(out)
+            blob = self.dev.read(self.base + (phys + p0 - lpage) * PAGE_SIZE, (p1 - p0) * PAGE_SIZE)
+            hi = end - (p1 - 1) * PAGE_SIZE if p1 == stop else PAGE_SIZE
+            blob = self.sums.verify_run(ino, p0, phys + p0 - lpage, blob, hi)
+            s, e = max(off, p0 * PAGE_SIZE), min(end, p1 * PAGE_SIZE)
+            if s == off and e == end:  # one extent holds it all
+                return blob if s == p0 * PAGE_SIZE and e == p1 * PAGE_SIZE else bytes(blob[s - p0 * PAGE_SIZE : e - p0 * PAGE_SIZE])
+            if out is None:
+                out = bytearray(size)
+            out[s - off : e - off] = memoryview(blob)[s - p0 * PAGE_SIZE : e - p0 * PAGE_SIZE]
+        return bytes(out) if out is not None else bytes(size)
 
     # ----- writing ------------------------------------------------------------------------------
     def has_holes(self, ino: int, off: int, length: int) -> bool:
@@ -234,58 +291,106 @@ class DataMap:
                 h0 += n
         return new
 
-    def write_data(self, ino: int, off: int, data, new: list[tuple[int, int, int]], size: int) -> None:
-        """Write ``data`` at ``off`` into pages mapped by the map or by ``new`` (``size``: the
-        file's size before). Fresh pages below the new size are written whole — the data, and
-        zeros around it — so none is ever read before it was written; fresh pages past the new
-        size (preallocation) are left alone. A gap between the old size and the write, in pages
-        mapped earlier, is zeroed first."""
-        fresh = {lp: (phys, n) for lp, phys, n in new}
-        end = off + len(data)
-        first, stop = off // PAGE_SIZE, -(-end // PAGE_SIZE)
-        limit = -(-max(size, end) // PAGE_SIZE)  # pages below the new size
-        pieces = sorted(self.extents(ino, first, stop) + new)
-        if off > size:
-            self.zero_range(ino, size, off)
-        view = memoryview(data)
-        for lpage, phys, count in pieces:
-            if lpage in fresh:
-                s_page, e_page = lpage, min(lpage + count, limit)
-                if s_page >= e_page:
-                    continue
-                s, e = s_page * PAGE_SIZE, e_page * PAGE_SIZE
-                ds, de = max(s, off), min(e, end)
-                parts = [view[ds - off : de - off]]
-                if ds > s:
-                    parts.insert(0, bytes(ds - s))
-                if de < e:
-                    parts.append(bytes(e - de))
-                dev_off = self.base + (phys + s_page - lpage) * PAGE_SIZE
-                if len(parts) == 1:
-                    self.dev.write(dev_off, parts[0])
-                else:
-                    self.dev.write(dev_off, b"".join(parts))
-            else:
-                s = max(off, lpage * PAGE_SIZE)
-                e = min(end, (lpage + count) * PAGE_SIZE)
-                if s >= e:
-                    continue
-                self.dev.write(self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE), view[s - off : e - off])
-        self._note_written(len(data))
+    def plan(self, ino: int, off: int, data, new: list[tuple[int, int, int]], size: int,
+             new_size: int | None = None) -> WritePlan:
+        """Work out writing ``data`` at ``off`` into pages mapped by the map or by ``new``
+        (``size``: the file's size before; ``new_size``: after, if not the end of the write),
+        page by page, with each page's sum (``DataSums.page_write``). A gap between the old
+        size and the write, in pages mapped earlier, is zeroed. Fresh pages below the new size
+        are written from their start — the data, and zeros around it — so none is ever read
+        before it was written; fresh pages past the new size (preallocation) are left alone.
+        Reads (and verifies) the pages a partial overwrite needs; writes nothing."""
+        view = memoryview(data).cast("B")
+        end = off + len(view)
+        new_size = max(size, end) if new_size is None else new_size
+        start = min(off, size)  # the gap [size, off) is zeroed too
+        fresh = {lp for lp, _, _ in new}
+        first, stop = start // PAGE_SIZE, -(-max(end, start) // PAGE_SIZE)
+        limit = -(-new_size // PAGE_SIZE)  # pages below the new size
 
-    def zero_range(self, ino: int, start: int, end: int) -> None:
+        def zeros(n: int) -> list:
+            return [(ZEROS, 0, min(len(ZEROS), n - at)) for at in range(0, n, len(ZEROS))]
+
+        def source(s: int, e: int) -> list:
+            """Bytes [s, e) of the file after the write, as parts: zeros outside the data."""
+            parts = zeros(min(e, off) - s) if s < off else []
+            if max(s, off) < min(e, end):
+                parts.append((view, max(s, off) - off, min(e, end) - off))
+            if e > max(s, end):
+                parts += zeros(e - max(s, end))
+            return parts
+
+        plan = WritePlan(ino)
+        for lpage, phys, count in sorted(self.extents(ino, first, stop) + new):
+            is_fresh = lpage in fresh
+
+            def span(q: int, is_fresh=is_fresh) -> tuple[int, int]:
+                """The bytes [a, b) of file page ``q`` this write gives it."""
+                pstart = q * PAGE_SIZE
+                if is_fresh:
+                    return 0, min(PAGE_SIZE, new_size - pstart)
+                return max(start, pstart) - pstart, min(end, pstart + PAGE_SIZE) - pstart
+
+            p0, p1 = (lpage, min(lpage + count, limit)) if is_fresh else (max(lpage, first), min(lpage + count, stop))
+            sums = None if is_fresh or p0 >= p1 else self.sums.get_run(phys + p0 - lpage, p1 - p0)
+            k = 0
+            while k < p1 - p0:
+                q, dev = p0 + k, phys + p0 - lpage + k
+                a, b = span(q)
+                s = None if sums is None else sums[k]
+                visible = 0 if is_fresh else min(PAGE_SIZE, max(0, size - q * PAGE_SIZE))
+                if a >= b:
+                    k += 1
+                elif s is None and not visible or s is not None and not s[4] and a == 0 and b >= s[1]:
+                    # a run of pages written from their start: pages nothing of the file is in
+                    # yet (their bytes before the write are zeros), or pages whose summed bytes
+                    # the write replaces whole (overwrites needing no read). Every later page of
+                    # the piece is written from its start, and all but the last one whole.
+                    fresh_run = s is None
+                    j = p1 - p0 if sums is None else k + 1
+                    while j < p1 - p0 and (sums[j] is None and (p0 + j) * PAGE_SIZE >= size if fresh_run else
+                                           sums[j] is not None and not sums[j][4]
+                                           and span(p0 + j)[1] >= sums[j][1]):
+                        j += 1
+                    parts = source(q * PAGE_SIZE, (p0 + j - 1) * PAGE_SIZE + span(p0 + j - 1)[1])
+                    if len(parts) > 1:
+                        joined = b"".join(buf[x:y] for buf, x, y in parts)
+                        parts = [(memoryview(joined), 0, len(joined))]
+                    buf, x, y = parts[0]
+                    new_sums = page_sums(buf[x:y])
+                    plan.sums.update(zip(range(dev, dev + j - k), new_sums, strict=True))
+                    if not fresh_run:
+                        plan.intents.update(zip(range(dev, dev + j - k), self.sums.intents(sums[k:j], new_sums),
+                                                strict=True))
+                    plan.add(self.base + dev * PAGE_SIZE, parts)
+                    k = j
+                else:
+                    w = self.sums.page_write(ino, q, dev, s, a, b, source(q * PAGE_SIZE + a, q * PAGE_SIZE + b),
+                                             visible)
+                    plan.add(self.base + dev * PAGE_SIZE + w.at, w.parts)
+                    plan.sums[dev] = w.after
+                    if w.intent is not None:
+                        plan.intents[dev] = w.intent
+                    k += 1
+        return plan
+
+    def write_plan(self, plan: WritePlan) -> None:
+        """Write a plan's bytes: one device write per run of adjacent bytes, straight from the
+        caller's buffer when the run is one slice of it."""
+        nbytes = 0
+        for dev_off, stop, parts in plan.runs:
+            if len(parts) == 1:
+                buf, s, e = parts[0]
+                self.dev.write(dev_off, buf[s:e])
+            else:
+                self.dev.write(dev_off, b"".join(buf[s:e] for buf, s, e in parts))
+            nbytes += stop - dev_off
+        self._note_written(nbytes)
+
+    def plan_zero(self, ino: int, start: int, end: int) -> WritePlan:
         """Zero the mapped bytes of [start, end): the part of a file that growing its size is
         about to expose (the old last page's tail, preallocated pages never written)."""
-        first, stop = start // PAGE_SIZE, -(-end // PAGE_SIZE)
-        zeros = 0
-        for lpage, phys, count in self.extents(ino, first, stop):
-            s = max(start, lpage * PAGE_SIZE)
-            e = min(end, (lpage + count) * PAGE_SIZE)
-            if s < e:
-                self.dev.write(self.base + phys * PAGE_SIZE + (s - lpage * PAGE_SIZE), bytes(e - s))
-                zeros += e - s
-        if zeros:
-            self._note_written(zeros)
+        return self.plan(ino, end, b"", [], start, new_size=end)
 
     def publish(self, tx, ino: int, new: list[tuple[int, int, int]]) -> None:
         """Put freshly written extents into the map, merging with a physically contiguous
@@ -331,15 +436,14 @@ class DataMap:
         tx.extent_inos.add(ino)
         tx.maps_current.discard(ino)
         for lpage, phys, count in self.extents(ino, keep, 1 << 62):
-            if lpage >= keep:
-                self.tree.delete(tx, extent_key(ino, lpage))
-                self.e.alloc.free_region_after_durable(tx, phys, count)
-                freed += count
-            else:
-                cut = keep - lpage
+            cut = max(0, keep - lpage)
+            if cut:
                 self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, cut))
-                self.e.alloc.free_region_after_durable(tx, phys + cut, count - cut)
-                freed += count - cut
+            else:
+                self.tree.delete(tx, extent_key(ino, lpage))
+            self.e.alloc.free_region_after_durable(tx, phys + cut, count - cut)
+            self.sums.forget(tx, phys + cut, count - cut)
+            freed += count - cut
         self.forget(ino)  # the loop above read the map it was changing
         return freed
 

@@ -26,6 +26,7 @@ structure (ENOTEMPTY, EISDIR, EXDEV-free renames, ENAMETOOLONG, ...).
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 import threading
@@ -34,7 +35,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from traxfs.fs.datamap import DataMap
+from traxfs.fs.datamap import DataMap, WritePlan
+from traxfs.fs.datasums import DataSums
 from traxfs.fs.engine import nowait
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.engine import Engine
@@ -57,8 +59,10 @@ from traxfs.fs.records import (
     prefix_range,
     xattr_key,
 )
-from traxfs.fs.superblock import KEY_NEXT_INO, create_trees, open_trees
+from traxfs.fs.superblock import KEY_NEXT_INO, create_trees, open_trees, upgrade
 from traxfs.volume.overlay import OverlayDevice
+
+log = logging.getLogger("traxfs.fs")
 
 ROOT_INO = 1
 NAME_MAX = 255
@@ -184,7 +188,12 @@ class FileSystem:
             eng.buffer.on_corrupt = None
         try:
             trees, sb = open_trees(eng, where, checking)
+            if sb is not None and sb.version == 1:
+                trees, sb = upgrade(eng, trees, sb)
+                log.warning("%s: filesystem format upgraded from version 1 to 2 (data checksums); data written "
+                            "before has none and reads of it count as unverified until it is rewritten", where)
             fs = cls(eng, trees, sb)
+            fs.resolve_pending()  # overwrite intents a crash left: part of recovery, also for fsck
             if not checking:
                 fs.reap_orphans()
                 if eng.crashed:
@@ -210,7 +219,7 @@ class FileSystem:
         self.e = engine
         self.t = trees
         self.sb = sb
-        self.data = DataMap(engine, trees["extents"])
+        self.data = DataMap(engine, trees["extents"], DataSums(engine, trees["datasums"], trees["datapending"]))
         self._lock = threading.RLock()
         self._ilocks = InodeLocks()
         self._cache: dict[int, Inode] = {}
@@ -252,9 +261,12 @@ class FileSystem:
         tx.extent_inos = set()  # files whose extent map it changed: their cached maps are dropped ...
         tx.maps_current = set()  # ... unless the change was made to the cached copy too (kept at commit)
         tx.ino_block = None  # a block of inode numbers it reserved
+        tx.data_independent = False  # True: its records describe no data written before (see _write_plan)
         return tx
 
     def _commit(self, tx) -> None:
+        if not tx.data_independent:
+            self.data.depend()
         self.last_commit = self.e.soft_commit(tx)
         self.stats["transactions"] += 1
         self._cache.update(tx.nodes)
@@ -300,8 +312,11 @@ class FileSystem:
         return node
 
     def _put(self, tx, node: Inode) -> None:
-        """Log ``node`` in ``tx``. Operations read each inode once and then change their own
-        copy, so nothing needs the new version before the commit hands it to the cache."""
+        """Log ``node`` in ``tx``, after the checksums of its data written so far (a size is never
+        durable without the sums of the bytes below it). Operations read each inode once and
+        then change their own copy, so nothing needs the new version before the commit hands
+        it to the cache."""
+        self.data.sums.log_deferred(tx, node.ino)
         self.t["inodes"].put(tx, ino_key(node.ino), node.pack())
         tx.nodes[node.ino] = node
 
@@ -718,7 +733,8 @@ class FileSystem:
                         self._abort(tx, ex)
                         raise
             try:
-                self.data.write_data(ino, off, data, new, node.size)
+                plan = self.data.plan(ino, off, data, new, node.size)
+                self._write_plan(plan)
             except BaseException as ex:
                 if tx is not None:
                     with self._lock:
@@ -728,12 +744,14 @@ class FileSystem:
                 node = self._copy(ino)
                 node.size = max(node.size, off + len(data))
                 node.mtime_ns = node.ctime_ns = _now()
-                if tx is None:  # into allocated space: the new size and times wait in memory
+                if tx is None:  # into allocated space: the new size, times and sums wait in memory
+                    self.data.sums.defer(ino, plan.sums)
                     self._cache[ino] = node
                     self._dirty.add(ino)
                     return len(data)
                 try:
                     self.data.publish(tx, ino, new)
+                    self.data.sums.record(tx, plan.sums)
                     self._put(tx, node)
                 except BaseException as ex:
                     self._abort(tx, ex)
@@ -764,23 +782,51 @@ class FileSystem:
                 return max(off, page * PAGE_SIZE)
             return min(max(off, self.data.first_hole(ino, first, stop) * PAGE_SIZE), size)
 
+    def _write_plan(self, plan: WritePlan) -> None:
+        """Write planned data (``DataMap.plan``). Overwrites of checksummed bytes first log
+        their intents and wait until those are durable — one log force, shared with concurrent
+        committers, and no device flush (intents describe no data): a crash then finds a sum
+        for the old bytes and one for the new. The caller then logs the plan's sums (with the
+        transaction that publishes the write, or deferred to the inode's next record)."""
+        intents = plan.intents
+        if intents:
+            if self.data.sums.any_deferred(intents):
+                # an intent keeps the page's current sum as the alternative, so the bytes that sum
+                # describes must be on disk first (a page rewritten again before its last write
+                # was flushed); otherwise a crash could leave older bytes that match neither
+                self.data.flush_data()
+            with self._lock:
+                with self._txn() as tx:
+                    tx.data_independent = True
+                    self.data.sums.record(tx, intents)
+                lsn = self.last_commit.lsn
+            self.e.log.force(lsn)
+        self.data.write_plan(plan)
+
     def truncate(self, ino: int, size: int) -> None:
         if size < 0 or size > MAX_FILE_SIZE:
             raise FsError(errno.EFBIG if size > 0 else errno.EINVAL, f"size {size}")
-        with self._ilocks.exclusive(ino), self._lock:
-            node = self._copy(ino)
-            if node.is_dir:
-                raise FsError(errno.EISDIR, f"inode {ino} is a directory")
-            if not node.is_reg:
-                raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
-            if size > node.size:
-                self.data.zero_range(ino, node.size, size)
-            with self._txn() as tx:
-                if size < node.size:
-                    self.data.truncate(tx, ino, size)
-                node.size = size
-                node.mtime_ns = node.ctime_ns = _now()
-                self._put(tx, node)
+        with self._ilocks.exclusive(ino):
+            with self._lock:
+                node = self._copy(ino)
+                if node.is_dir:
+                    raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+                if not node.is_reg:
+                    raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
+            if size > node.size:  # what the new size exposes is zeroed first (inode lock held)
+                plan = self.data.plan_zero(ino, node.size, size)
+                self._write_plan(plan)
+            with self._lock:
+                grow = size > node.size
+                node = self._copy(ino)
+                with self._txn() as tx:
+                    if grow:
+                        self.data.sums.record(tx, plan.sums)
+                    if size < node.size:
+                        self.data.truncate(tx, ino, size)
+                    node.size = size
+                    node.mtime_ns = node.ctime_ns = _now()
+                    self._put(tx, node)
 
     # ----- lifetime -----------------------------------------------------------------------------
     def ref(self, ino: int, n: int = 1) -> None:
@@ -890,6 +936,11 @@ class FileSystem:
         self._cache.pop(ino, None)
         self._dirty.discard(ino)
 
+    def resolve_pending(self) -> int:
+        """At mount: settle the checksums of overwrites a crash interrupted (``DataSums``)."""
+        with self._lock, self._txn() as tx:
+            return self.data.sums.resolve_pending(tx)
+
     def reap_orphans(self) -> int:
         """At mount: destroy inodes that were unlinked while open when the daemon stopped."""
         n = 0
@@ -995,7 +1046,7 @@ class FileSystem:
             return {"filesystem": {"uuid": self.sb.uuid, "label": self.sb.label, "version": self.sb.version,
                                    **self.stats, "cached_inodes": len(self._cache), "dirty_inodes": len(self._dirty),
                                    "referenced_inodes": len(self._refs)},
-                    "data": {**self.data.stats, "track_pages": self.data.track,
+                    "data": {**self.data.stats, **self.data.sums.stats, "track_pages": self.data.track,
                              "quarantined_pages": self.e.alloc.quarantined_pages()},
                     **self.e.stats()}
 

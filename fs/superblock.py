@@ -6,6 +6,12 @@ random UUID, the creation time and a label. Mount refuses an engine without them
 engine used for something else), with a damaged record, or with another format version — each
 with a message that names what is wrong. The engine's own superblock and pages carry checksums
 (``traxfs.fs.engine``), so damage below this level is named by the engine.
+
+Format versions: 1, the first; 2 adds checksums of file data (the ``datasums`` and
+``datapending`` trees, ``fs/datasums.py``). A version-1 filesystem is upgraded when it is
+opened for use (:func:`upgrade`: the two trees are added, empty, and the record says 2): the
+data written before has no checksums, and reads of it are counted as unverified until it is
+rewritten.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from traxfs.fs.errors import NotTraxfs
 from traxfs.fs.struct.btree import BTree
 
 MAGIC = b"TRAXFSSB"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)  # version 1 is upgraded on open
 _SUPER = struct.Struct("<8sH16sq32s")
-TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans")
+TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans", "datasums",
+         "datapending")
+ADDED_IN_2 = ("datasums", "datapending")
 KEY_SUPER = b"super"
 KEY_NEXT_INO = b"next_ino"
 
@@ -46,8 +55,9 @@ class FsSuper:
         magic, version, uid, created, label = _SUPER.unpack(raw)
         if magic != MAGIC:
             raise NotTraxfs(f"{where}: filesystem superblock magic {magic!r} is not {MAGIC!r} (damaged or foreign)")
-        if version != VERSION:
-            raise NotTraxfs(f"{where}: filesystem format version {version}; this traxfs reads version {VERSION}")
+        if version not in READABLE:
+            raise NotTraxfs(f"{where}: filesystem format version {version}; this traxfs reads versions "
+                            f"{', '.join(map(str, READABLE))}")
         return cls(str(uuid.UUID(bytes=uid)), created, label.rstrip(b"\0").decode(errors="replace"), version)
 
 
@@ -77,7 +87,7 @@ def open_trees(engine, where: str, checking: bool = False) -> tuple[dict[str, BT
     if len(missing) == len(TREES):
         raise NotTraxfs(f"{where}: the engine holds no traxfs filesystem (no fs.* trees in its catalog; "
                         "foreign, or never formatted with `trax mkfs`)")
-    if missing:
+    if "meta" in missing:
         raise NotTraxfs(f"{where}: filesystem trees missing from the catalog: {', '.join(missing)} (damaged)")
     try:
         raw = trees["meta"].get(KEY_SUPER)
@@ -89,4 +99,21 @@ def open_trees(engine, where: str, checking: bool = False) -> tuple[dict[str, BT
         if checking:
             return trees, None
         raise NotTraxfs(f"{where}: the filesystem superblock record is missing (damaged)")
-    return trees, FsSuper.unpack(raw, where)
+    sb = FsSuper.unpack(raw, where)
+    if sb.version == 1:
+        missing = [name for name in missing if name not in ADDED_IN_2]
+    if missing:
+        raise NotTraxfs(f"{where}: filesystem trees missing from the catalog: {', '.join(missing)} (damaged)")
+    return trees, sb
+
+
+def upgrade(engine, trees: dict[str, BTree], sb: FsSuper) -> tuple[dict[str, BTree], FsSuper]:
+    """Bring a version-1 filesystem to version 2 (one durable transaction): the checksum trees
+    are added, empty."""
+    tx = engine.begin()
+    for name in ADDED_IN_2:
+        trees[name] = BTree.create(engine, tx, f"fs.{name}")
+    sb = FsSuper(sb.uuid, sb.created_ns, sb.label, VERSION)
+    trees["meta"].put(tx, KEY_SUPER, sb.pack())
+    engine.commit(tx)
+    return trees, sb

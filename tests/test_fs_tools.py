@@ -213,7 +213,7 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
     fsdoc = docs["filesystem.json"]
     assert {"uuid", "label", "version", "transactions", "aborts", "fsyncs", "cached_inodes",
             "referenced_inodes"} <= fsdoc.keys()
-    assert (fsdoc["uuid"], fsdoc["label"], fsdoc["version"]) == (uuid, "status", 1)
+    assert (fsdoc["uuid"], fsdoc["label"], fsdoc["version"]) == (uuid, "status", 2)
     assert fsdoc["transactions"] >= 1 and fsdoc["fsyncs"] >= 1
     reads = fsdoc["fuse_reads"]  # read-only calls; those that had to go to a worker thread
     assert reads["reads"] >= 1 and 0 <= reads["inline_misses"] <= reads["reads"]

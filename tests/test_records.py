@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 from conftest import reopen_engine
 
 from traxfs.fs.engine import ops, slotted
 from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.logmanager import GroupCommitPolicy
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
 from traxfs.fs.engine.records import RecordError, RecordId, read_record, record_size, set_record
 
@@ -158,6 +160,43 @@ def test_page_frees_are_quarantined_until_the_commit_record(engine_dev):
     t1.pre_commit.append(lambda _t: during.append(eng.alloc.quarantined_pages()))
     eng.commit(t1)
     assert during == [1] and eng.alloc.quarantined_pages() == 0
+    eng.close()
+
+
+def test_a_release_at_durability_never_waits_for_the_allocator(engine_dev):
+    """A freed region becomes reusable from the thread that makes its commit durable, and that
+    thread may hold a page latch (a checkpoint seals a bitmap page and forces the log) that an
+    allocator holding its own lock waits for: the release must not take that lock."""
+    eng = Engine.open(engine_dev, policy=GroupCommitPolicy(max_commits=1 << 30, max_bytes=1 << 30, max_delay=60))
+    tx = eng.begin()
+    first = eng.alloc.alloc_region(tx, 8)
+    eng.commit(tx)
+    tx = eng.begin()
+    eng.alloc.free_region_after_durable(tx, first, 8)
+    end = eng.soft_commit(tx).lsn  # not durable yet: the daemon waits a minute, nobody forces
+    map_pid = 1 + first // eng.alloc.bits_per_map
+    latched, forced, allocated = threading.Event(), threading.Event(), threading.Event()
+
+    def allocator() -> None:
+        with eng.alloc._lock:
+            latched.wait(5)
+            with eng.page(map_pid):  # waits for the latch the forcing thread holds
+                allocated.set()
+
+    def checkpointer() -> None:  # as a checkpoint sealing the bitmap page: latch held, log forced
+        with eng.page(map_pid):
+            latched.set()
+            time.sleep(0.1)  # the allocator holds its lock and waits for this latch by now
+            eng.log.force(end)  # this thread leads the flush and runs the release
+        forced.set()
+
+    threads = [threading.Thread(target=fn, daemon=True) for fn in (allocator, checkpointer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert forced.is_set() and allocated.is_set(), "deadlock: the release waited for the allocator's lock"
+    assert eng.alloc.quarantined_pages() == 0
     eng.close()
 
 

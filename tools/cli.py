@@ -496,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     from traxfs.tools.fs_commands import add_parsers
 
     add_parsers(top, sub)
+    from traxfs.tools.scrub_cmd import add_parser as add_scrub_parser
+
+    add_scrub_parser(top, sub)
 
     q = sub(top, "demo", cmd_demo, "the main job: a volume on image files, mkfs, mount, fio and a Spark job "
             "through the mount, unmount, fsck, a report")

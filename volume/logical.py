@@ -8,7 +8,10 @@ just itself — there is no track skew to exploit.
 
 A request that touches several devices is issued to them in parallel, one vectored I/O per
 contiguous run, from a small thread pool (one worker per device). A mirror writes every leg and
-reads from an in-sync leg, alternating between legs so two streams use both sides.
+reads from an in-sync leg, alternating between legs so two streams use both sides. A reader
+whose checksum fails on the bytes it got asks for every leg's copy (``read_copies``) and
+rewrites a bad one from a good one (``repair_copy``): the volume cannot tell good bytes from
+bad, the layers above can.
 
 Modelled disks (:class:`~traxfs.volume.disk.device.SimulatedDevice`) run in simulated time: all
 of a volume's disks share one :class:`~traxfs.volume.disk.clock.SimClock`, each device gets its
@@ -174,6 +177,32 @@ class OpenLogicalVolume:
         buf = bytearray(length)
         self.readinto(offset, memoryview(buf))
         return bytes(buf)
+
+    def read_copies(self, offset: int, length: int) -> list[tuple[int, bytes]]:
+        """Every readable leg's copy of ``[offset, offset+length)``: (leg, bytes) per leg, for a
+        caller whose checksum failed on the copy :meth:`read` gave it (a mirror serves the good
+        copy and rewrites the bad one with :meth:`repair_copy`). A leg whose device fails the
+        read is left out (and marked stale, as for any failed read)."""
+        self._check(offset, length)
+        out = []
+        for i in self.readable_legs():
+            buf = bytearray(length)
+            try:
+                self._run_io(i, self.legs[i].runs(offset, length), memoryview(buf), write=False)
+            except OSError as e:
+                self._fail_leg(i, DeviceError(f"{self.vg_name}/{self.name} leg {i}: read failed: {e}"))
+                continue
+            out.append((i, bytes(buf)))
+        return out
+
+    def repair_copy(self, leg: int, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` over leg ``leg``'s copy only (its bytes failed a checksum the other
+        legs' copy passed)."""
+        view = memoryview(data).cast("B")
+        self._check(offset, len(view))
+        if not 0 <= leg < len(self.legs):
+            raise UsageError(f"{self.vg_name}/{self.name}: no leg {leg}")
+        self._run_io(leg, self.legs[leg].runs(offset, len(view)), view, write=True)
 
     def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data).cast("B")

@@ -25,7 +25,12 @@ class OverlayDevice(Device):
 
     def read(self, offset: int, length: int) -> bytes:
         self._check(offset, length)
-        data = bytearray(self.inner.read(offset, length))
+        return self._overlaid(offset, self.inner.read(offset, length))
+
+    def _overlaid(self, offset: int, raw: bytes) -> bytes:
+        """``raw`` (the device's bytes at ``offset``) with the sectors held here put over it."""
+        data = bytearray(raw)
+        length = len(data)
         with self._lock:
             if self._sectors:
                 for s in range(offset // SECTOR, -(-(offset + length) // SECTOR)):
@@ -46,6 +51,17 @@ class OverlayDevice(Device):
         with self._lock:
             for i, s in enumerate(range(first, last + 1)):
                 self._sectors[s] = bytes(base[i * SECTOR : (i + 1) * SECTOR])
+
+    def read_copies(self, offset: int, length: int) -> list[tuple[int, bytes]]:
+        """The device underneath's copies (a mirror's legs), each seen through the overlay;
+        one copy if the device has no others."""
+        inner = getattr(self.inner, "read_copies", None)
+        copies = inner(offset, length) if inner is not None else [(0, self.inner.read(offset, length))]
+        return [(leg, self._overlaid(offset, data)) for leg, data in copies]
+
+    def repair_copy(self, leg: int, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Held in memory like any write: every copy then reads as ``data``."""
+        self.write(offset, data)
 
     def flush(self) -> None:
         """Nothing reaches the device underneath."""

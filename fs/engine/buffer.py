@@ -15,6 +15,9 @@
 * **Replacement**: LRU over unpinned frames, within a budget of ``capacity`` frames. If every
   frame is pinned the budget is exceeded rather than deadlocking (counted in ``stats``).
 * **Per-type hooks**: a page type may register ``on_load(pid, buf)`` and ``on_flush(pid, buf)``.
+* **Damaged pages**: a page that fails its checksum on load is served from another copy that
+  passes when the device has copies (a mirror's legs), which also rewrites the bad copy
+  (``traxfs.fs.engine.copies``); without one the load raises :class:`PageCorrupt`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from traxfs.fs.engine import nowait
+from traxfs.fs.engine.copies import good_copy
 from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
 
 
@@ -89,7 +93,7 @@ class BufferManager:
         self._unflushed: dict[int, tuple[int, int]] = {}
         self._inflight: dict[int, int] = {}
         self._seals = 0
-        self.stats = {"hits": 0, "misses": 0, "writes": 0, "evictions": 0, "over_budget": 0}
+        self.stats = {"hits": 0, "misses": 0, "writes": 0, "evictions": 0, "over_budget": 0, "repaired_pages": 0}
 
     def register_hooks(self, ptype: int, on_load: Callable | None = None, on_flush: Callable | None = None) -> None:
         self.hooks[ptype] = (on_load, on_flush)
@@ -137,9 +141,8 @@ class BufferManager:
             f.loaded.set()
             return f
         try:
-            raw = self.dev.read(self._offset(pid), PAGE_SIZE)
             try:
-                verify(raw, pid)
+                raw = self._load(pid)
             except PageCorrupt as e:
                 if self.on_corrupt is not None:
                     self.on_corrupt(pid, str(e))
@@ -158,6 +161,24 @@ class BufferManager:
         finally:
             f.loaded.set()
         return f
+
+    def _load(self, pid: int) -> bytes:
+        """The page's bytes from the device, verified. A page that fails its check is served
+        from another copy that passes when the device has one (a mirror), and the damaged copy
+        rewritten; otherwise :class:`PageCorrupt` names the damage."""
+        off = self._offset(pid)
+        raw = self.dev.read(off, PAGE_SIZE)
+        try:
+            verify(raw, pid)
+            return raw
+        except PageCorrupt:
+            found = good_copy(self.dev, off, PAGE_SIZE, lambda data: _verifies(data, pid), f"engine page {pid}")
+            if found is None:
+                raise
+        good, repaired = found
+        if repaired:
+            self.stats["repaired_pages"] += 1
+        return good
 
     def unpin(self, f: Frame) -> None:
         with self._lock:
@@ -326,3 +347,11 @@ class BufferManager:
 
     def resident(self) -> int:
         return len(self._frames)
+
+
+def _verifies(raw: bytes, pid: int) -> bool:
+    try:
+        verify(raw, pid)
+    except PageCorrupt:
+        return False
+    return True

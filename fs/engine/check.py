@@ -59,17 +59,22 @@ def _allocated(engine) -> tuple[list[int], list[tuple[int, str]]]:
         if raw[3] != PageType.ALLOC_MAP:
             probs.append((pid, f"allocation map page {pid}: type {raw[3]}"))
             continue
-        value = int.from_bytes(raw[_MAP_HEADER:], "little")
-        first = m * bits
-        limit = min(bits, engine.sb.page_count - first)
-        while value:
-            low = value & -value
-            bit = low.bit_length() - 1
-            if bit >= limit:
-                break
-            out.append(first + bit)
-            value ^= low
+        out += _set_bits(raw[_MAP_HEADER:], m * bits, min(bits, engine.sb.page_count - m * bits))
     return out, probs
+
+
+def _set_bits(body: bytes | bytearray, first: int, limit: int) -> list[int]:
+    """The pages an allocation map's bitmap marks allocated (map covering pages ``first..``,
+    ``limit`` of them)."""
+    value, out = int.from_bytes(body, "little"), []
+    while value:
+        low = value & -value
+        bit = low.bit_length() - 1
+        if bit >= limit:
+            break
+        out.append(first + bit)
+        value ^= low
+    return out
 
 
 def _runs(pids: list[int]) -> Iterable[tuple[int, int]]:

@@ -10,12 +10,14 @@ offset, append, truncate, force — and so does this one (truncation is the engi
 from __future__ import annotations
 
 import errno
+import logging
 from collections.abc import Iterator
 
 from traxfs.ext.logbuffer import DirectLogWriter
 from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
 
 SCAN_CHUNK = 1 << 20
+log = logging.getLogger("traxfs.engine")
 FIRST_LSN = 4096  # where a freshly formatted log starts (LSN 0 means "none")
 
 
@@ -116,8 +118,41 @@ class LogStore:
         head = self.read(lsn, HEADER_SIZE)
         rec = decode(self.read(lsn, max(peek_length(head), HEADER_SIZE)), lsn, self.seed)
         if rec is None:
+            rec = self._record_from_copies(lsn, 0)
+        if rec is None:
             raise LogCorrupt(f"log record at LSN {lsn} is missing or damaged")
         return rec
+
+    def _copies(self, lsn: int, n: int) -> dict[int, bytes]:
+        """Every copy (a mirror's legs) of log bytes [lsn, lsn+n): leg -> bytes."""
+        parts: dict[int, list[bytes]] = {}
+        for dev_off, k, _ in self._spans(lsn, n):
+            for leg, data in self.dev.read_copies(dev_off, k):
+                parts.setdefault(leg, []).append(data)
+        return {leg: b"".join(p) for leg, p in parts.items()}
+
+    def _record_from_copies(self, lsn: int, epoch: int) -> LogRecord | None:
+        """The record at ``lsn`` from another copy of the log when the copy read failed its
+        check (a mirror whose leg is damaged there): the first copy that decodes, written over
+        the copies that differ. None if there are no copies or none decodes — the log's end."""
+        if getattr(self.dev, "read_copies", None) is None:
+            return None
+        for leg, head in self._copies(lsn, HEADER_SIZE).items():
+            need = peek_length(head[:8])
+            if not HEADER_SIZE <= need <= self.size:
+                continue
+            copies = self._copies(lsn, need)
+            rec = decode(copies.get(leg, b""), lsn, self.seed, epoch)
+            if rec is None:
+                continue
+            for other, data in copies.items():
+                if data != copies[leg]:
+                    for dev_off, k, at in self._spans(lsn, need):
+                        self.dev.repair_copy(other, dev_off, copies[leg][at : at + k])
+                    log.warning("log record at LSN %d: leg %d held a damaged copy; rewritten from leg %d",
+                                lsn, other, leg)
+            return rec
+        return None
 
     def scan(self, start: int) -> Iterator[LogRecord]:
         """Records from ``start`` up to the first gap (invalid, torn, stale or older-epoch record)."""
@@ -132,6 +167,8 @@ class LogStore:
                 if HEADER_SIZE <= need <= limit - lsn and need > len(buf):
                     buf = self.read(lsn, need)
             rec = decode(memoryview(buf)[rel:], lsn, self.seed, epoch)
+            if rec is None:
+                rec = self._record_from_copies(lsn, epoch)
             if rec is None:
                 self.scan_stop = f"LSN {lsn}: {why_invalid(memoryview(buf)[rel:], lsn, self.seed, epoch)}"
                 return

@@ -35,6 +35,8 @@ from dataclasses import dataclass, replace
 
 import crc32c
 
+from traxfs.fs.engine.copies import good_copy
+
 MAGIC = b"TRAXENG1"
 ENGINE_VERSION = 2
 _V1 = struct.Struct("<8sIIQQQQQQIQI")
@@ -108,11 +110,30 @@ def read_copies(dev, name: str) -> list[Superblock | SuperblockError]:
 
 
 def read_superblock(dev, name: str) -> Superblock:
-    copies = read_copies(dev, name)
-    found = [c for c in copies if isinstance(c, Superblock)]
+    """The newest valid copy. A copy that fails its check is read from a mirror's other legs
+    before it is given up (and its bad leg rewritten)."""
+    found, problems = [], []
+    for i, copy in enumerate(read_copies(dev, name)):
+        if isinstance(copy, Superblock):
+            found.append(copy)
+            continue
+        where = f"{name} superblock copy {i}"
+        good = good_copy(dev, COPIES[i], 512, lambda raw, w=where: _valid(raw, w), where)
+        if good is None:
+            problems.append(str(copy).removeprefix(f"{name} "))
+        else:
+            found.append(Superblock.unpack(good[0], where))
     if not found:  # the device named once, then each copy's damage
-        raise SuperblockError(f"{name}: " + "; ".join(str(c).removeprefix(f"{name} ") for c in copies))
+        raise SuperblockError(f"{name}: " + "; ".join(problems))
     return max(found, key=lambda s: s.seq)
+
+
+def _valid(raw: bytes, where: str) -> bool:
+    try:
+        Superblock.unpack(raw, where)
+    except SuperblockError:
+        return False
+    return True
 
 
 def write_superblock(dev, sb: Superblock) -> Superblock:

@@ -1,0 +1,449 @@
+"""Checksums of file data: crc32c per data page, kept by device page, verified on every read.
+
+**Where.** The ``datasums`` tree maps a group of :data:`GROUP` device pages (key: device page //
+128, big-endian) to a validity bitmap and a pending bitmap (128 bits each) and, per page,
+``(crc u32, length u16)``: 800 bytes. Keyed by device page, not by file page: the sums follow
+the bytes, so extents shared later (snapshots) share their sums and nothing else needs to move
+with an extent. ``datapending`` holds, for each group with pending pages (same key), their
+alternative sums (``(page in group u8, crc u32, length u16)`` each); it is small, and the mount
+after a crash finds the pending pages there without reading every sum.
+
+**What a sum covers.** ``crc`` is the crc32c of the page's first ``length`` bytes: the bytes of
+the page that were ever written for the file (its high-water mark). A read of bytes
+``[lo, hi)`` of a page passes if ``hi <= length`` and the prefix matches. Bytes past
+``length`` are not covered: nothing reads them (reads stop at the file's size, and a size is
+logged only after the sums of the writes below it), and whatever grows the file over them
+writes them first. Pages never written (preallocated) have no sum.
+
+**Crash consistency.** A data write and the record of its sum cannot reach the disk at once,
+so each kind of write is ordered so that any crash leaves a sum that matches what is on disk:
+
+* *a page with no sum* (fresh, preallocated): data first, then the sum (ordered mode: the log
+  flusher flushes the data before any record describing it). A crash in between leaves the
+  page beyond the durable size or unreachable;
+* *appending to a page* (bytes at or past ``length``): the old prefix does not change, so the
+  old sum stays true while the data lands; the new sum is ``crc32c(new bytes, old crc)`` —
+  no read, no wait;
+* *overwriting summed bytes* in place: whichever of (old data, new data) survives a crash, the
+  durable sum must accept it. So the page's entry first becomes *pending*: ``(new crc, new
+  length)`` with the old sum kept as the alternative, and that record is made **durable before
+  the data is written** (one log force per overwrite request; concurrent writers share it).
+  Then the data is written, and the entry collapses to the new sum softly, with the inode's
+  next log record (ordered mode puts the data on disk first). A read accepts either sum while
+  a page is pending. The mount after an unclean stop resolves every pending page: the content
+  matches the new sum or the old one, and if neither (a write torn by power loss that was
+  never fsynced) the sum is recomputed from what is there, counted and logged — ext4's
+  semantics for torn unsynced data: old or new bytes per sector, never an I/O error.
+
+**Deferred sums.** Writes into allocated space log nothing at write time (the size and times
+wait in the cached inode); their sums wait too, in memory, and are logged just before the
+inode record (:meth:`log_deferred`, called from the filesystem's one inode-logging place), so a
+durable size always comes with the sums of the bytes below it.
+
+**Reads** check each page; a page that fails is served from a mirror's other leg when one
+passes (and the bad leg rewritten, ``traxfs.fs.engine.copies``); otherwise the read fails
+with EIO and an error line names the inode and the byte offset — never wrong bytes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import struct
+import threading
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import crc32c
+
+from traxfs.ext.datasum import check_pages
+from traxfs.fs.engine.copies import good_copy
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.errors import FsError
+from traxfs.fs.records import U64
+from traxfs.fs.struct.btree import BTree
+
+GROUP = 128  # device pages per datasums record
+_BITS = GROUP // 8  # bytes of one bitmap
+_HEAD = 2 * _BITS  # valid bits, then pending bits (big-endian integers: bit k is page k)
+_SLOT = struct.Struct(">IH")  # crc, length
+_ALT = struct.Struct(">BIH")  # a datapending entry: page in the group, alternative crc and length
+_TABLE = struct.Struct(">" + "IH" * GROUP)  # every page's slot at once
+VALUE_SIZE = _HEAD + _TABLE.size
+_new = tuple.__new__
+ZEROS = memoryview(bytes(1 << 20))  # zeros to write from (slices of it)
+_crc = crc32c.crc32c
+
+log = logging.getLogger("traxfs.fs")
+
+
+class Sum(NamedTuple):
+    """One page's checksum: crc32c of its first ``length`` bytes; while ``pending``, the page
+    may also hold the bytes ``(alt_crc, alt_length)`` describe (an overwrite in flight)."""
+
+    crc: int
+    length: int
+    alt_crc: int = 0
+    alt_length: int = 0
+    pending: bool = False
+
+    def matching(self, page, hi: int = 0) -> Sum | None:
+        """The settled sum ``page`` matches (the new one first), covering at least ``hi`` bytes;
+        None if the page matches neither."""
+        if self.length >= hi and _crc(page[: self.length]) == self.crc:
+            return Sum(self.crc, self.length)
+        if self.pending and self.alt_length >= hi and _crc(page[: self.alt_length]) == self.alt_crc:
+            return Sum(self.alt_crc, self.alt_length)
+        return None
+
+
+def page_sums(view) -> list[Sum]:
+    """The sums of a run of pages written from their start with the bytes ``view`` (whole pages;
+    the last one may be partial)."""
+    return [_new(Sum, (_crc(view[at : at + PAGE_SIZE]), min(PAGE_SIZE, len(view) - at), 0, 0, False))
+            for at in range(0, len(view), PAGE_SIZE)]
+
+
+def crc_of(parts, seed: int = 0) -> int:
+    """crc32c of parts ``(buffer, start, stop)`` in order, continuing from ``seed``."""
+    for buf, s, e in parts:
+        seed = _crc(buf[s:e], seed)
+    return seed
+
+
+@dataclass
+class PageWrite:
+    """Bytes for one page: ``parts`` (``(buffer, start, stop)`` slices) go to page offset
+    ``at``; ``after`` is the page's sum once
+    they are on disk, ``intent`` (overwrites) the pending entry that must be durable first."""
+
+    page: int
+    at: int
+    parts: list
+    after: Sum
+    intent: Sum | None = None
+
+
+class DataSums:
+    def __init__(self, engine, tree: BTree, pending: BTree):
+        self.e, self.dev, self.tree, self.pending_tree = engine, engine.dev, tree, pending
+        self.base = engine.sb.pages_offset
+        self._lock = threading.Lock()
+        self._deferred: dict[int, tuple[int, Sum]] = {}  # device page -> (ino, sum) not yet logged
+        self._by_ino: dict[int, set[int]] = {}
+        self.stats = {"pages_verified": 0, "checksum_mismatches": 0, "repaired_from_mirror": 0, "unrepairable": 0,
+                      "unverified_pages": 0, "overwrite_intents": 0, "pending_resolved": 0, "torn_recomputed": 0}
+
+    # ----- looking sums up ----------------------------------------------------------------------
+    def get_run(self, first: int, count: int) -> list[Sum | None]:
+        """The sums of device pages ``first .. first+count-1`` (None: no sum)."""
+        out: list[Sum | None] = []
+        page, stop = first, first + count
+        while page < stop:
+            g = page // GROUP
+            n = min(stop, (g + 1) * GROUP) - page
+            raw = self.tree.get(U64.pack(g))
+            if raw is None:
+                out.extend([None] * n)
+            else:
+                valid, pending = _bitmaps(raw)
+                slots = _TABLE.unpack_from(raw, _HEAD)
+                alts = self._alts(g) if pending else {}
+                for k in range(page - g * GROUP, page - g * GROUP + n):
+                    if not valid >> k & 1:
+                        out.append(None)
+                    elif pending >> k & 1:
+                        out.append(Sum(slots[2 * k], slots[2 * k + 1], *alts.get(k, (0, 0)), True))
+                    else:  # (tuple.__new__: a NamedTuple's own constructor is Python code)
+                        out.append(_new(Sum, (slots[2 * k], slots[2 * k + 1], 0, 0, False)))
+            page += n
+        if self._deferred:
+            with self._lock:
+                for k in range(count):
+                    held = self._deferred.get(first + k)
+                    if held is not None:
+                        out[k] = held[1]
+        return out
+
+    def _alts(self, g: int) -> dict[int, tuple[int, int]]:
+        """Group ``g``'s pending pages: page in the group -> alternative (crc, length)."""
+        raw = self.pending_tree.get(U64.pack(g)) or b""
+        return {k: (c, ln) for k, c, ln in _ALT.iter_unpack(raw)}
+
+    # ----- recording sums -----------------------------------------------------------------------
+    def _put(self, tx, updates: dict[int, Sum | None]) -> None:
+        """Write sums (None: drop the page's sum) into the tree, one record per group; keep
+        ``datapending`` in step: a pending page's alternative sum is there, and only then."""
+        pages = sorted(updates)
+        i = 0
+        while i < len(pages):
+            g = pages[i] // GROUP
+            j = bisect_left(pages, (g + 1) * GROUP, i)
+            key = U64.pack(g)
+            raw = self.tree.get(key)
+            valid, pending = _bitmaps(raw) if raw is not None else (0, 0)
+            slots = list(_TABLE.unpack_from(raw, _HEAD)) if raw is not None else [0] * (2 * GROUP)
+            was_pending = pending
+            alts = self._alts(g) if pending else {}
+            k0, k1 = pages[i] - g * GROUP, pages[j - 1] - g * GROUP + 1
+            run = [updates[p] for p in pages[i:j]]
+            if k1 - k0 == j - i and all(s is not None and not s[4] for s in run):
+                # the common case, a run of settled sums: whole slices at once (this runs for
+                # every page written)
+                slots[2 * k0 : 2 * k1 : 2] = [s[0] for s in run]
+                slots[2 * k0 + 1 : 2 * k1 : 2] = [s[1] for s in run]
+                mask = ((1 << (k1 - k0)) - 1) << k0
+                valid |= mask
+                pending &= ~mask
+            else:
+                for page, s in zip(pages[i:j], run, strict=True):
+                    k = page - g * GROUP
+                    bit = 1 << k
+                    if s is None:
+                        valid &= ~bit
+                        pending &= ~bit
+                        slots[2 * k] = slots[2 * k + 1] = 0
+                        continue
+                    valid |= bit
+                    slots[2 * k], slots[2 * k + 1] = s.crc, s.length
+                    if s.pending:
+                        pending |= bit
+                        alts[k] = (s.alt_crc, s.alt_length)
+                    else:
+                        pending &= ~bit
+            value = valid.to_bytes(_BITS, "big") + pending.to_bytes(_BITS, "big") + _TABLE.pack(*slots)
+            if valid:
+                if value != raw:
+                    self.tree.put(tx, key, value)
+            elif raw is not None:
+                self.tree.delete(tx, key)
+            if pending:
+                self.pending_tree.put(tx, key, b"".join(_ALT.pack(k, *alts[k]) for k in sorted(alts)
+                                                        if pending >> k & 1))
+            elif was_pending:
+                self.pending_tree.delete(tx, key)
+            i = j
+
+    def record(self, tx, updates: dict[int, Sum]) -> None:
+        """Log these sums now in ``tx`` (overwrite intents; the sums of a write that commits a
+        transaction anyway); they replace the pages' deferred sums once ``tx`` commits, and
+        vanish with it if it aborts."""
+        self._put(tx, updates)
+        tx.__dict__.setdefault("sums_recorded", set()).update(updates)  # newer than any deferred sum
+        tx.post_commit.append(lambda _handle: self._drop(updates))
+
+    def defer(self, ino: int, updates: dict[int, Sum]) -> None:
+        """Sums of data now on the device, to be logged with the inode (:meth:`log_deferred`)."""
+        if not updates:
+            return
+        with self._lock:
+            pages = self._by_ino.setdefault(ino, set())
+            for page, s in updates.items():
+                self._deferred[page] = (ino, s)
+                pages.add(page)
+
+    def any_deferred(self, pages) -> bool:
+        """Does any of ``pages`` have a sum not yet logged (its bytes possibly not yet flushed)?"""
+        with self._lock:
+            return any(p in self._deferred for p in pages)
+
+    def log_deferred(self, tx, ino: int) -> None:
+        """Log ``ino``'s deferred sums in ``tx`` (just before its inode record: a size never
+        becomes durable without the sums of the bytes below it)."""
+        recorded = tx.__dict__.get("sums_recorded", ())
+        with self._lock:
+            pages = self._by_ino.get(ino)
+            if not pages:
+                return
+            updates = {p: self._deferred[p][1] for p in pages if p not in recorded}
+        self._put(tx, updates)
+        tx.post_commit.append(lambda _handle: self._drop(updates))
+
+    def _drop(self, logged: dict[int, Sum]) -> None:
+        """Forget deferred sums now in the log. (Sums are deferred, logged and committed under
+        the filesystem's lock, so none can have been deferred anew in between.)"""
+        with self._lock:
+            if self._deferred:
+                for page in logged:
+                    if page in self._deferred:
+                        self._forget_deferred(page)
+
+    def _forget_deferred(self, page: int) -> None:
+        ino, _ = self._deferred.pop(page)
+        pages = self._by_ino.get(ino)
+        if pages is not None:
+            pages.discard(page)
+            if not pages:
+                del self._by_ino[ino]
+
+    def forget(self, tx, first: int, count: int) -> None:
+        """Drop the sums of device pages ``first .. first+count-1`` (freed in ``tx``)."""
+        with self._lock:
+            if self._deferred:
+                for page in [p for p in self._deferred if first <= p < first + count]:
+                    self._forget_deferred(page)
+        page, stop = first, first + count
+        while page < stop:
+            g = page // GROUP
+            n = min(stop, (g + 1) * GROUP) - page
+            key = U64.pack(g)
+            raw = self.tree.get(key)
+            if raw is not None:
+                if n == GROUP and not _bitmaps(raw)[1]:
+                    self.tree.delete(tx, key)
+                else:
+                    self._put(tx, dict.fromkeys(range(page, page + n)))
+            page += n
+
+    # ----- planning a write ---------------------------------------------------------------------
+    def page_write(self, ino: int, lpage: int, page: int, s: Sum | None, a: int, b: int, parts: list,
+                   visible: int) -> PageWrite:
+        """How to write ``parts`` (bytes ``[a, b)`` of device page ``page``, file page
+        ``lpage``) so that every crash leaves a sum matching the page. ``s`` is the page's sum,
+        ``visible`` how many of its bytes the file's size covered before the write."""
+        if s is None:
+            if visible > 0:  # bytes inside the size with no sum (a filesystem upgraded from version 1)
+                self.stats["unverified_pages"] += 1
+                content = bytearray(self._read_page(page))
+                _patch(content, a, parts)
+                length = max(b, visible)
+                return PageWrite(page, a, parts, Sum(_crc(memoryview(content)[:length]), length))
+            if a:  # nothing of the page is the file's yet: it is written from its start
+                parts, a = [(ZEROS, 0, a), *parts], 0
+            return PageWrite(page, 0, parts, Sum(crc_of(parts), b))
+        if not s.pending and a == s.length:  # an append: the summed prefix stays as it is
+            return PageWrite(page, a, parts, Sum(crc_of(parts, s.crc), b))
+        # part of the summed bytes change (a page whose summed bytes are replaced whole is in a
+        # run: DataMap.plan): the rest must be read, and verified
+        content = bytearray(self.read_page(ino, lpage, page, s, 0))
+        old = s.matching(content)
+        _patch(content, a, parts)
+        length = max(old.length, b)
+        new = Sum(_crc(memoryview(content)[:length]), length)
+        self.stats["overwrite_intents"] += 1
+        return PageWrite(page, a, parts, new, Sum(new.crc, new.length, old.crc, old.length, True))
+
+    def intents(self, old: list[Sum], new: list[Sum]) -> list[Sum]:
+        """The pending entries of pages whose summed bytes a write replaces whole: the new sum,
+        the old one as the alternative."""
+        self.stats["overwrite_intents"] += len(new)
+        return [_new(Sum, (n[0], n[1], o[0], o[1], True)) for o, n in zip(old, new, strict=True)]
+
+    # ----- reading and verifying ----------------------------------------------------------------
+    def _read_page(self, page: int) -> bytes:
+        return self.dev.read(self.base + page * PAGE_SIZE, PAGE_SIZE)
+
+    def read_page(self, ino: int, lpage: int, page: int, s: Sum, hi: int) -> bytes:
+        """Device page ``page`` (file page ``lpage`` of ``ino``), verified against ``s``."""
+        raw = self._read_page(page)
+        return raw if s.matching(raw, hi) else self.recover(ino, lpage, page, s, hi)
+
+    def verify_run(self, ino: int, lpage: int, phys: int, blob: bytes, hi: int) -> bytes | bytearray:
+        """Check ``blob``, the whole pages ``phys..`` (file pages ``lpage..``) from which bytes up
+        to ``hi`` of the last page are being read (a sum must cover them); returns it, with
+        damaged pages replaced by a mirror's good copy. Raises EIO if a page has none.
+
+        One call per group of pages checks the common case in C (``traxfs.ext.datasum``); the
+        pages it does not pass — no sum, pending, a newer sum not yet logged, or damaged — are
+        looked at here one by one."""
+        n = len(blob) // PAGE_SIZE
+        view = memoryview(blob)
+        verified, k = 0, 0
+        while k < n:
+            page = phys + k
+            g = page // GROUP
+            m = min(n - k, (g + 1) * GROUP - page)
+            raw = self.tree.get(U64.pack(g))
+            odd = range(m) if raw is None else check_pages(raw, view, k, page - g * GROUP, m,
+                                                           hi if k + m == n else PAGE_SIZE)
+            if self._deferred:
+                with self._lock:
+                    odd = sorted({*odd, *(j for j in range(m) if page + j in self._deferred)})
+            verified += m - len(odd)
+            for j in odd:
+                s = self.get_run(page + j, 1)[0]
+                if s is None:
+                    self.stats["unverified_pages"] += 1
+                    continue
+                end = hi if k + j == n - 1 else PAGE_SIZE
+                at = (k + j) * PAGE_SIZE
+                if s.matching(view[at : at + PAGE_SIZE], end):
+                    verified += 1
+                    continue
+                good = self.recover(ino, lpage + k + j, page + j, s, end)
+                if not isinstance(blob, bytearray):
+                    blob = bytearray(blob)
+                    view = memoryview(blob)
+                view[at : at + PAGE_SIZE] = good
+            k += m
+        self.stats["pages_verified"] += verified
+        return blob
+
+    def recover(self, ino: int, lpage: int, page: int, s: Sum, hi: int) -> bytes:
+        """A copy of a page whose bytes failed ``s``: from a mirror's good leg (the bad one is
+        rewritten), else EIO with an error line naming the file and offset."""
+        self.stats["checksum_mismatches"] += 1
+        where = f"inode {ino}: file page {lpage} (byte offset {lpage * PAGE_SIZE}), device page {page}"
+        found = good_copy(self.dev, self.base + page * PAGE_SIZE, PAGE_SIZE, lambda d: s.matching(d, hi) is not None,
+                          where)
+        if found is not None:
+            self.stats["repaired_from_mirror"] += 1 if found[1] else 0
+            return found[0]
+        self.stats["unrepairable"] += 1
+        log.error("%s: data fails its checksum and no good copy exists: read refused (EIO)", where)
+        raise FsError(errno.EIO, f"{where}: data fails its checksum (damaged), no good copy")
+
+    # ----- after a crash ------------------------------------------------------------------------
+    def resolve_pending(self, tx) -> int:
+        """Settle every pending page (mount): keep the sum its content matches — the new one,
+        else the old one — or, for a write torn by a crash, recompute it from the content; on a
+        mirror, make every leg hold the chosen copy. Returns the pages settled."""
+        pages = [U64.unpack(key)[0] * GROUP + k for key, raw in self.pending_tree.items()
+                 for k, _, _ in _ALT.iter_unpack(raw)]
+        if not pages:
+            return 0
+        self.dev.flush()  # what is judged here must be on disk before the verdict is logged
+        updates: dict[int, Sum] = {}
+        for page in pages:
+            s = self.get_run(page, 1)[0]
+            if s is None or not s.pending:  # (cannot happen: the two trees change together)
+                updates[page] = s
+                continue
+            updates[page] = self._settle(page, s)
+        self._put(tx, updates)
+        self.stats["pending_resolved"] += len(updates)
+        return len(updates)
+
+    def _settle(self, page: int, s: Sum) -> Sum:
+        off = self.base + page * PAGE_SIZE
+        read_copies = getattr(self.dev, "read_copies", None)
+        copies = read_copies(off, PAGE_SIZE) if read_copies is not None else [(0, self.dev.read(off, PAGE_SIZE))]
+        chosen = None
+        for want in (Sum(s.crc, s.length), Sum(s.alt_crc, s.alt_length)):
+            chosen = next(((want, d) for _, d in copies if want.matching(d)), None)
+            if chosen is not None:
+                break
+        if chosen is None:
+            data = copies[0][1]
+            length = max(s.length, s.alt_length)
+            chosen = (Sum(_crc(data[:length]), length), data)
+            self.stats["torn_recomputed"] += 1
+            log.warning("device page %d: an overwrite torn by the crash left neither the old nor the new "
+                        "bytes; its checksum is recomputed from what is on disk", page)
+        if len(copies) > 1:
+            for leg, data in copies:
+                if data != chosen[1]:
+                    self.dev.repair_copy(leg, off, chosen[1])
+        return chosen[0]
+
+
+def _patch(content: bytearray, at: int, parts: list) -> None:
+    for buf, s, e in parts:
+        content[at : at + e - s] = buf[s:e]
+        at += e - s
+
+
+def _bitmaps(raw: bytes) -> tuple[int, int]:
+    """A datasums record's valid and pending bitmaps."""
+    return int.from_bytes(raw[:_BITS], "big"), int.from_bytes(raw[_BITS:_HEAD], "big")
