@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from traxfs.fs.datasums import ZEROS, DataSums, Sum, page_sums
 from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.records import EXTENT, extent_key, prefix_range
+from traxfs.fs.keys import EXTENT, extent_key, prefix_range
 from traxfs.fs.struct.btree import BTree
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record

@@ -61,7 +61,7 @@ from traxfs.ext.datasum import check_pages
 from traxfs.fs.engine.copies import good_copy
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.errors import FsError
-from traxfs.fs.records import U64
+from traxfs.fs.keys import U64
 from traxfs.fs.struct.btree import BTree
 
 GROUP = 128  # device pages per datasums record

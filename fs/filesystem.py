@@ -44,7 +44,7 @@ from traxfs.fs.engine.logmanager import GroupCommitPolicy, LogFull
 from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt
 from traxfs.fs.errors import FsDamaged, FsError, NotTraxfs
 from traxfs.fs.inode_locks import InodeLocks
-from traxfs.fs.records import (
+from traxfs.fs.keys import (
     CHUNK,
     COOKIE_MASK,
     EXTENT,
@@ -59,7 +59,7 @@ from traxfs.fs.records import (
     prefix_range,
     xattr_key,
 )
-from traxfs.fs.superblock import KEY_NEXT_INO, create_trees, open_trees, upgrade
+from traxfs.fs.trees import KEY_NEXT_INO, create_trees, open_trees, upgrade
 from traxfs.volume.overlay import OverlayDevice
 
 log = logging.getLogger("traxfs.fs")

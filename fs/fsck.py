@@ -55,7 +55,7 @@ from traxfs.fs.fsck_damage import (
     read_trees,
     unowned_pages,
 )
-from traxfs.fs.records import EXTENT, U64, Inode, cookie_key, dirent_key, ino_key
+from traxfs.fs.keys import EXTENT, U64, Inode, cookie_key, dirent_key, ino_key
 from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.volume.overlay import OverlayDevice
 

@@ -22,17 +22,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traxfs.fs.engine import ops
+from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.check import _allocated, _runs
 from traxfs.fs.engine.engine import BITS_PER_MAP
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import INO_BATCH, FileSystem
-from traxfs.fs.records import EXTENT, U64, Inode
+from traxfs.fs.keys import EXTENT, U64, Inode
 from traxfs.fs.struct.btree import BTree
 from traxfs.fs.struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
-from traxfs.fs.superblock import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
+from traxfs.fs.trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
 
 
 @dataclass
@@ -246,8 +246,8 @@ def _rebuild_maps(fs: FileSystem, maps: list[tuple[int, int, str]], trees: dict[
                 for q in used:
                     if first <= q < min(first + BITS_PER_MAP, fs.e.sb.page_count):
                         bits[(q - first) // 8] |= 1 << ((q - first) % 8)
-                payload = ops.image_payload(bytes(PAGE_SIZE), PageType.ALLOC_MAP, 0, bytes(bits))
-                fs.e.update(tx, pid, ops.OP_IMAGE, payload, fresh=True)
+                payload = opcodes.image_payload(bytes(PAGE_SIZE), PageType.ALLOC_MAP, 0, bytes(bits))
+                fs.e.update(tx, pid, opcodes.OP_IMAGE, payload, fresh=True)
         return f"{len(maps)} allocation map page(s) rebuilt from what the trees and extents own"
 
     return run

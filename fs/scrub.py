@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from traxfs.fs.datasums import GROUP
 from traxfs.fs.engine.check import _runs, _set_bits
 from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, verify
-from traxfs.fs.records import EXTENT, U64, Inode
+from traxfs.fs.keys import EXTENT, U64, Inode
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_DAMAGED, EXIT_OPERATIONAL = 0, 1, 4, 8
 

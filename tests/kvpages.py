@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from traxfs.fs.engine import ops
+from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.page import PageType
 
 PER_PAGE = 500
@@ -27,7 +27,7 @@ class KV:
                 f = eng.buffer.pin(base + p, load=False)
                 try:
                     with f.latch:
-                        eng.update(tx, base + p, ops.OP_IMAGE, ops.image_payload(f.data, PageType.FIXED, 8, b""))
+                        eng.update(tx, base + p, opcodes.OP_IMAGE, opcodes.image_payload(f.data, PageType.FIXED, 8, b""))
                 finally:
                     eng.buffer.unpin(f)
             eng.set_root(tx, "kv", base)
@@ -47,14 +47,14 @@ class KV:
         pid, off = self._where(k)
         with self.eng.page(pid) as f:
             old = bytes(f.data[off : off + 8])
-            self.eng.update(tx, pid, ops.OP_WRITE, ops.write_payload(off, old, struct.pack("<Q", value)))
+            self.eng.update(tx, pid, opcodes.OP_WRITE, opcodes.write_payload(off, old, struct.pack("<Q", value)))
 
     def add(self, tx, k: int, delta: int) -> None:
         """Add ``delta`` to cell ``k`` with the engine's increment (OP_ADD), taking no lock:
         increments commute, so concurrent transactions may share the cell and an abort's undo
         (the negated delta) never restores a stale value."""
         pid, off = self._where(k)
-        self.eng.update(tx, pid, ops.OP_ADD, ops.add_payload(off, delta))
+        self.eng.update(tx, pid, opcodes.OP_ADD, opcodes.add_payload(off, delta))
 
 
 def tree_key(k: int) -> bytes:

@@ -34,7 +34,7 @@ from fsmount import Mount, trax
 
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.records import EXTENT, U64
+from traxfs.fs.keys import EXTENT, U64
 from traxfs.fs.scrub import _allocated
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.group import VolumeGroup

@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
@@ -442,14 +442,14 @@ def test_check_engine_reports_damage(tmp_path):
     k0 = old[2:6]
     with eng.page(leaves[1]) as f:
         i = slotted.records(f.data).index(old)
-    eng.update(tx, leaves[1], ops.OP_SLOT_REPLACE,
-               ops.slot_replace_payload(i, old, leaf_record(b"9999", b"v" * 40)))
+    eng.update(tx, leaves[1], opcodes.OP_SLOT_REPLACE,
+               opcodes.slot_replace_payload(i, old, leaf_record(b"9999", b"v" * 40)))
     # 2. an allocated page of an unknown type
     stray = eng.alloc.alloc_page(tx, 2)
-    eng.update(tx, stray, ops.OP_IMAGE, ops.image_payload(bytes(PAGE_SIZE), 77, 0, b""))
+    eng.update(tx, stray, opcodes.OP_IMAGE, opcodes.image_payload(bytes(PAGE_SIZE), 77, 0, b""))
     # 3. a tree page whose allocation bit is clear
     m, bit = 1 + leaves[2] // eng.alloc.bits_per_map, leaves[2] % eng.alloc.bits_per_map
-    eng.update(tx, m, ops.OP_CLEAR_BITS, ops.bits_payload(bit, 1))
+    eng.update(tx, m, opcodes.OP_CLEAR_BITS, opcodes.bits_payload(bit, 1))
     eng.commit(tx)
     probs = check_engine(eng)
     assert any(p.startswith("btree:t: ") and "9999" in p for p in probs), probs

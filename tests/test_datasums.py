@@ -37,10 +37,10 @@ from traxfs.fs.engine.superblock import COPIES, read_superblock
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.fsck import fsck
-from traxfs.fs.records import U64, ino_key
+from traxfs.fs.keys import U64, ino_key
 from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.fs.struct.btree import BTree
-from traxfs.fs.superblock import ADDED_IN_2, KEY_SUPER, FsSuper
+from traxfs.fs.trees import ADDED_IN_2, KEY_SUPER, FsSuper
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.group import VolumeGroup
 from traxfs.volume.powerloss import PowerLossDevice

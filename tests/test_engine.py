@@ -8,11 +8,11 @@ import pytest
 from conftest import reopen_engine
 from kvpages import KV
 
-from traxfs.fs.engine import ops
+from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy
 from traxfs.fs.engine.logrecord import MAX_PAYLOAD
-from traxfs.fs.engine.ops import UnknownOperation
+from traxfs.fs.engine.opcodes import UnknownOperation
 from traxfs.fs.engine.page import PageCorrupt
 from traxfs.fs.engine.superblock import SuperblockError
 from traxfs.fs.engine.xact import TransactionError
@@ -122,7 +122,7 @@ def test_checkpoint_truncates_and_log_wraps(engine_dev):
     for round_ in range(300):  # ~ several times the 4 MiB log with page images
         tx = eng.begin()
         kv.put(tx, round_ % 10, round_)
-        eng.update(tx, kv.base, ops.OP_WRITE, ops.write_payload(2000, bytes(2000), bytes(2000)))
+        eng.update(tx, kv.base, opcodes.OP_WRITE, opcodes.write_payload(2000, bytes(2000), bytes(2000)))
         eng.commit(tx)
         if round_ % 50 == 0:
             eng.checkpoint()
@@ -142,17 +142,17 @@ def test_bad_input_is_refused_and_changes_nothing(engine):
     with pytest.raises(ValueError, match="exceeds the limit"):
         engine.log.append(1, payload=bytes(MAX_PAYLOAD + 1))
     with pytest.raises(ValueError):
-        engine.update(tx, kv.base, ops.OP_WRITE, b"\x00\x00\x10\x00")  # range inside the header
+        engine.update(tx, kv.base, opcodes.OP_WRITE, b"\x00\x00\x10\x00")  # range inside the header
     with pytest.raises(ValueError, match="outside the page file"):
-        engine.update(tx, 10**9, ops.OP_WRITE, ops.write_payload(100, b"a", b"b"))
+        engine.update(tx, 10**9, opcodes.OP_WRITE, opcodes.write_payload(100, b"a", b"b"))
     with pytest.raises(ValueError):
-        engine.update(tx, kv.base, ops.OP_SLOT_DELETE, ops.slot_delete_payload(7, b""))  # no slot 7
+        engine.update(tx, kv.base, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(7, b""))  # no slot 7
     with pytest.raises(ValueError, match="OP_ADD"):
-        engine.update(tx, kv.base, ops.OP_ADD, b"\x10\x00" + bytes(8))  # offset 16: inside the header
+        engine.update(tx, kv.base, opcodes.OP_ADD, b"\x10\x00" + bytes(8))  # offset 16: inside the header
     with pytest.raises(ValueError, match="OP_ADD"):
-        engine.update(tx, kv.base, ops.OP_ADD, bytes(3))
+        engine.update(tx, kv.base, opcodes.OP_ADD, bytes(3))
     with pytest.raises(ValueError, match="OP_ADD"):
-        ops.add_payload(4090, 1)
+        opcodes.add_payload(4090, 1)
     assert engine.log.reserved() == before
     engine.commit(tx)
     with pytest.raises(TransactionError):

@@ -18,16 +18,17 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from traxfs.tools.cli import main
-from traxfs.volume.device import ImageFileDevice, open_device
+from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.disk import profiles
-from traxfs.volume.disk.device import create_simulated, sidecar_path
 from traxfs.volume.disk.extract import ExtractionError, extract
 from traxfs.volume.disk.geometry import SECTOR, DiskGeometry, DiskSpec
 from traxfs.volume.disk.probe import prober_for
 from traxfs.volume.disk.simulator import SimulatedDisk
 from traxfs.volume.group import USE, VolumeGroup
+from traxfs.volume.open_device import open_device
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create
+from traxfs.volume.simdevice import create_simulated, sidecar_path
 
 pytestmark = pytest.mark.timeout(120)
 

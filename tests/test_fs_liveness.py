@@ -67,7 +67,7 @@ class GatedDevice:
 @pytest.fixture
 def gated(tmp_path):
     """(device, mountpoint): the filesystem served from a thread of this process."""
-    from traxfs.fs.mount import serve
+    from traxfs.fs.fuse.mount import serve
 
     inner = ImageFileDevice(str(tmp_path / "slow.img"), 256 * MiB, create=True)
     FileSystem.mkfs(inner)

@@ -30,7 +30,7 @@ from traxfs.fs.engine.resize import new_page_count, write_new_maps
 from traxfs.fs.engine.superblock import COPIES, read_superblock, write_superblock
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.fsck import check_device
-from traxfs.fs.records import dirent_key
+from traxfs.fs.keys import dirent_key
 from traxfs.fs.struct.btree import BTree
 from traxfs.fs.struct.btree_salvage import salvage
 from traxfs.volume.device import ImageFileDevice

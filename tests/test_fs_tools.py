@@ -34,9 +34,9 @@ from fsmount import trax
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.superblock import COPIES
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.fs.fuse_ops import STATUS_FILES
-from traxfs.fs.records import U64, cookie_key, dirent_key
-from traxfs.fs.superblock import KEY_SUPER
+from traxfs.fs.fuse.operations import STATUS_FILES
+from traxfs.fs.keys import U64, cookie_key, dirent_key
+from traxfs.fs.trees import KEY_SUPER
 from traxfs.tools.cli import main
 from traxfs.volume.device import ImageFileDevice
 

@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traxfs.tools.cli import main as cli_main
-from traxfs.volume.disk.device import SimulatedDevice
 from traxfs.volume.disk.geometry import SECTOR, DiskGeometry, DiskSpec, Zone
 from traxfs.volume.disk.profiles import atlas10k3, scaled, with_random_defects
 from traxfs.volume.disk.simulator import SimulatedDisk
@@ -32,6 +31,7 @@ from traxfs.volume.logical import Request
 from traxfs.volume.metadata_area import write_slots
 from traxfs.volume.model import Area, Quadrangle, Segment, VolumeGroupMeta
 from traxfs.volume.scan import pv_create, scan_one
+from traxfs.volume.simdevice import SimulatedDevice
 
 pytestmark = pytest.mark.timeout(120)
 

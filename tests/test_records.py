@@ -11,11 +11,11 @@ import time
 import pytest
 from conftest import reopen_engine
 
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.logmanager import GroupCommitPolicy
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
-from traxfs.fs.engine.records import RecordError, RecordId, read_record, record_size, set_record
+from traxfs.fs.engine.record_store import RecordError, RecordId, read_record, record_size, set_record
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +24,7 @@ def test_one_interface_for_slotted_and_fixed_pages(engine_dev):
     eng = Engine.open(engine_dev)
     tx = eng.begin()
     sp = eng.alloc.alloc_page(tx)  # slotted
-    eng.update(tx, sp, ops.OP_SLOT_INSERT, ops.slot_insert_payload(0, b"hello"))
+    eng.update(tx, sp, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(0, b"hello"))
     fp = eng.alloc.alloc_page(tx, PageType.FIXED, 16, b"")
     eng.commit(tx)
     srid, frid = RecordId(sp, 0, 5), RecordId(fp, 3, 16)
@@ -253,7 +253,7 @@ def test_concurrent_alloc_dealloc_with_aborts_survive_a_crash(engine_dev, seed):
 def test_free_slots_too_small_do_not_block_reuse_elsewhere(engine_dev):
     """An allocation tries free slots on FREE_PAGES_TRIED pages; those without room go to the
     back, so a later allocation reaches a page with room behind more than that many full ones."""
-    from traxfs.fs.engine.records import FREE_PAGES_TRIED
+    from traxfs.fs.engine.record_store import FREE_PAGES_TRIED
 
     eng = Engine.open(engine_dev)
     pages = []

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from traxfs.tools.cli import main
-from traxfs.volume.device import ImageFileDevice, create_image, open_device
+from traxfs.volume.device import ImageFileDevice, create_image
 from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.disk.device import SimulatedDevice, create_simulated, sidecar_path
 from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec
 from traxfs.volume.disk.profiles import atlas10k3, scaled
 from traxfs.volume.errors import DeviceError
+from traxfs.volume.open_device import open_device
+from traxfs.volume.simdevice import SimulatedDevice, create_simulated, sidecar_path
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 
-from traxfs.fs.engine import ops
+from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PageType
 from traxfs.volume.device import create_image
@@ -59,7 +59,7 @@ class Cells:
         for p in range(pages):
             f = eng.buffer.pin(self.base + p, load=False)
             with f.latch:
-                eng.update(tx, self.base + p, ops.OP_IMAGE, ops.image_payload(f.data, PageType.FIXED, 8, b""))
+                eng.update(tx, self.base + p, opcodes.OP_IMAGE, opcodes.image_payload(f.data, PageType.FIXED, 8, b""))
             eng.buffer.unpin(f)
         eng.commit(tx)
 
@@ -71,7 +71,7 @@ class Cells:
         tx = eng.begin()
         eng.lock(tx, k)
         pid, off = self._where(k)
-        eng.update(tx, pid, ops.OP_ADD, ops.add_payload(off, 1))
+        eng.update(tx, pid, opcodes.OP_ADD, opcodes.add_payload(off, 1))
         eng.commit(tx)
 
     def value(self, k: int) -> int:

@@ -59,8 +59,8 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
-from traxfs.fs.fuse_loop import serve_loop
-from traxfs.fs.fuse_options import mount_options
+from traxfs.fs.fuse.loop import serve_loop
+from traxfs.fs.fuse.options import mount_options
 from traxfs.volume.errors import VolumeError
 from traxfs.volume.logical import OpenLogicalVolume
 

@@ -129,7 +129,7 @@ def _log_since(logfile: Path, start: int, lines: int = 5) -> str:
 
 
 def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path, out) -> None:
-    from traxfs.fs.mount import serve
+    from traxfs.fs.fuse.mount import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("traxfs.mount")

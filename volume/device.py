@@ -16,7 +16,6 @@ import errno
 import fcntl
 import mmap
 import os
-import stat
 import struct
 import threading
 from abc import ABC, abstractmethod
@@ -306,24 +305,6 @@ class BlockDevice(Device):
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-def open_device(path: str) -> Device:
-    """Open an existing device: a block device if ``path`` is one, a simulated disk if the image
-    has a disk-model sidecar (``<path>.disk.json``), otherwise an image file."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise DeviceError(f"{path}: {e.strerror}") from None
-    if stat.S_ISBLK(st.st_mode):
-        return BlockDevice(path)
-    if stat.S_ISREG(st.st_mode):
-        from traxfs.volume.disk.device import SimulatedDevice, sidecar_path  # lazy: it imports this module
-
-        if os.path.exists(sidecar_path(path)):
-            return SimulatedDevice(path)
-        return ImageFileDevice(path)
-    raise DeviceError(f"{path}: neither a block device nor a regular file")
 
 
 def check_image_size(path: str, size: int) -> None:

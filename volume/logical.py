@@ -13,7 +13,7 @@ whose checksum fails on the bytes it got asks for every leg's copy (``read_copie
 rewrites a bad one from a good one (``repair_copy``): the volume cannot tell good bytes from
 bad, the layers above can.
 
-Modelled disks (:class:`~traxfs.volume.disk.device.SimulatedDevice`) run in simulated time: all
+Modelled disks (:class:`~traxfs.volume.simdevice.SimulatedDevice`) run in simulated time: all
 of a volume's disks share one :class:`~traxfs.volume.disk.clock.SimClock`, each device gets its
 share of a request (or batch) as one batch issued at the clock's ``now`` — its first request
 chosen on the host by SPTF from the predicted head position (:class:`HeadPredictor`), since an
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 from traxfs.volume.device import SECTOR, Device
 from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.disk.device import SimulatedDevice
 from traxfs.volume.disk.scheduler import HeadPredictor
 from traxfs.volume.errors import DeviceError, MetadataError, UsageError
 from traxfs.volume.layout.mapping import LegMap, Run
 from traxfs.volume.layout.quadrangle import QuadLegMap, geometries
 from traxfs.volume.model import LogicalVolume, VolumeGroupMeta
+from traxfs.volume.simdevice import SimulatedDevice
 
 Item = tuple[int, list[memoryview], bool]  # (device byte offset, buffers, is_write)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 
-from traxfs.fs.engine import ops
+from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
 from traxfs.fs.engine.xact import Transaction
 
@@ -93,7 +93,7 @@ class Allocator:
         while pid < first + count:
             m, bit = self._map_of(pid)
             n = min(first + count - pid, self.bits_per_map - bit)
-            self.e.update(tx, m, opcode, ops.bits_payload(bit, n))
+            self.e.update(tx, m, opcode, opcodes.bits_payload(bit, n))
             pid += n
 
     def alloc_region(self, tx: Transaction, count: int, align: int = 1) -> int:
@@ -112,7 +112,7 @@ class Allocator:
     def _alloc_run(self, tx: Transaction, count: int, align: int) -> int:
         with self._lock:
             first = self._find_run(count, align)
-            self._set(tx, first, count, ops.OP_SET_BITS)
+            self._set(tx, first, count, opcodes.OP_SET_BITS)
             self._cursor = first + count
         return first
 
@@ -138,7 +138,7 @@ class Allocator:
         with self._lock:
             if self._used_bits(first, count, {}):
                 return False
-            self._set(tx, first, count, ops.OP_SET_BITS)
+            self._set(tx, first, count, opcodes.OP_SET_BITS)
             self._cursor = max(self._cursor, first + count)
         return True
 
@@ -148,7 +148,7 @@ class Allocator:
         f = self.e.buffer.pin(pid, load=False)  # a free page's old bytes do not matter
         try:
             with f.latch:
-                self.e.update(tx, pid, ops.OP_IMAGE, ops.image_payload(f.data, ptype, aux, body))
+                self.e.update(tx, pid, opcodes.OP_IMAGE, opcodes.image_payload(f.data, ptype, aux, body))
         finally:
             self.e.buffer.unpin(f)
         return pid
@@ -182,7 +182,7 @@ class Allocator:
         def hold(t: Transaction) -> None:
             with self._lock, self._qlock:
                 self._quarantine[first] = entry
-            self._set(t, first, count, ops.OP_CLEAR_BITS)
+            self._set(t, first, count, opcodes.OP_CLEAR_BITS)
 
         def when_durable(handle) -> None:
             entry[1] = handle.lsn  # read by _reclaim under _qlock; set before the callback can run

@@ -24,7 +24,7 @@ import struct
 import threading
 from dataclasses import replace
 
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.buffer import BufferManager, Frame, PinnedPage
 from traxfs.fs.engine.locks import LockManager, X
 from traxfs.fs.engine.logmanager import Durability, GroupCommitPolicy, LogManager
@@ -129,10 +129,10 @@ class Engine:
         self.closed = False
         self.checkpoint_error: str | None = None
         from traxfs.fs.engine.alloc import Allocator
-        from traxfs.fs.engine.records import RecordAllocator
+        from traxfs.fs.engine.record_store import RecordAllocator
 
         self.alloc = Allocator(self)
-        self.records = RecordAllocator(self)  # Talloc / Tdealloc (traxfs.fs.engine.records)
+        self.records = RecordAllocator(self)  # Talloc / Tdealloc (traxfs.fs.engine.record_store)
 
     @classmethod
     def open(cls, dev, *, name: str = "engine", buffer_pages: int = 4096, policy: GroupCommitPolicy | None = None,
@@ -226,7 +226,7 @@ class Engine:
         """Log and perform one page operation (Stasis' Tupdate). Returns the record's LSN.
         ``fresh``: the operation rewrites a page just allocated, whose old bytes do not matter
         and need not be a valid page (space freed by file data holds raw bytes): not read."""
-        op = ops.lookup(opcode)
+        op = opcodes.lookup(opcode)
         if op.redo is None:
             raise ValueError(f"operation {op.name} has no page redo")
         f = self.buffer.pin(pid, load=not fresh)
@@ -282,7 +282,7 @@ class Engine:
         transaction aborts, the logical undo ``undo_opcode(undo_payload)`` runs instead."""
         tx = nta.tx
         if undo_opcode:
-            ops.lookup(undo_opcode)
+            opcodes.lookup(undo_opcode)
             self._append(tx, RecType.LOGICAL, NO_PAGE, undo_opcode, nta.start_lsn, undo_payload)
         else:
             self._append(tx, RecType.DUMMY_CLR, undo_next=nta.start_lsn)
@@ -357,10 +357,10 @@ class Engine:
         with self._catalog_lock, self.page(CATALOG_PAGE) as f:
             for i, rec in enumerate(slotted.records(f.data)):
                 if rec.startswith(key):
-                    self.update(tx, CATALOG_PAGE, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(i, rec, body))
+                    self.update(tx, CATALOG_PAGE, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(i, rec, body))
                     return
-            self.update(tx, CATALOG_PAGE, ops.OP_SLOT_INSERT,
-                        ops.slot_insert_payload(slotted.count(f.data), body))
+            self.update(tx, CATALOG_PAGE, opcodes.OP_SLOT_INSERT,
+                        opcodes.slot_insert_payload(slotted.count(f.data), body))
 
     # ----- checkpoints and shutdown -------------------------------------------------------------
     def checkpoint(self, full: bool = True) -> int:

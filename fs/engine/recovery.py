@@ -20,7 +20,7 @@ import heapq
 import json
 from dataclasses import dataclass, field
 
-from traxfs.fs.engine import ops
+from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, LogCorrupt, LogRecord, RecType
 from traxfs.fs.engine.logstore import FIRST_LSN
 from traxfs.fs.engine.page import PageCorrupt, set_page_lsn
@@ -57,7 +57,7 @@ def _redo(engine, rec: LogRecord) -> bool:
                 return True
         finally:
             engine.buffer.unpin(f)
-    op = ops.lookup(rec.opcode)
+    op = opcodes.lookup(rec.opcode)
     f = engine.buffer.pin(rec.page)
     try:
         with f.latch:
@@ -74,7 +74,7 @@ def _redo(engine, rec: LogRecord) -> bool:
 def undo_step(engine, tx: Transaction, rec: LogRecord) -> int:
     """Undo one record of ``tx``; return the LSN of the next record to undo (0: done)."""
     if rec.type == RecType.UPDATE:
-        op = ops.lookup(rec.opcode)
+        op = opcodes.lookup(rec.opcode)
         if rec.page != NO_PAGE:
             if op.undo is None:
                 raise LogCorrupt(f"record {rec.lsn}: operation {op.name} cannot be undone")
@@ -82,7 +82,7 @@ def undo_step(engine, tx: Transaction, rec: LogRecord) -> int:
             engine.apply(tx, rec.page, opcode, payload, RecType.CLR, undo_next=rec.prev_lsn)
         return rec.prev_lsn
     if rec.type == RecType.LOGICAL:
-        op = ops.lookup(rec.opcode)
+        op = opcodes.lookup(rec.opcode)
         if op.logical_undo is None:
             raise LogCorrupt(f"record {rec.lsn}: operation {op.name} has no logical undo")
         tx.state = TxState.ACTIVE  # the inverse operation runs like any other work of tx

@@ -28,8 +28,8 @@ from __future__ import annotations
 import struct
 
 from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import ops
-from traxfs.fs.engine.ops import Operation
+from traxfs.fs.engine import opcodes
+from traxfs.fs.engine.opcodes import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.common import (
@@ -274,7 +274,7 @@ def _undo_append(engine, tx: Transaction, payload: bytes) -> None:
     run_inverse(engine, tx, al.latch, start, inverse)
 
 
-ops.register(Operation(OP_UNDO_APPEND, "array_undo_append", logical_undo=_undo_append))
+opcodes.register(Operation(OP_UNDO_APPEND, "array_undo_append", logical_undo=_undo_append))
 
 
 def _check_root(engine, pid: int, pages: set) -> list[str]:

@@ -60,7 +60,7 @@ from collections.abc import Iterator
 from traxfs.ext.nodesearch import DIR_START as _SEARCH_DIR_START
 from traxfs.ext.nodesearch import inner_bisect, leaf_bisect
 from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.common import (
@@ -322,7 +322,7 @@ class BTree:
             return _RC.unpack_from(f.data, _ROOT_OFF)
 
     def _set_count(self, tx: Transaction, old: int, new: int) -> None:
-        self.e.update(tx, self.header, ops.OP_WRITE, ops.write_payload(_COUNT_OFF, U64.pack(old), U64.pack(new)))
+        self.e.update(tx, self.header, opcodes.OP_WRITE, opcodes.write_payload(_COUNT_OFF, U64.pack(old), U64.pack(new)))
 
     def __len__(self) -> int:
         with pinned(self.e, self.header) as f:
@@ -487,12 +487,12 @@ class BTree:
                         return old
                     old_rec = leaf_record(k, v)
                     if slotted.free_space(buf) + len(old_rec) >= len(rec):
-                        e.update(tx, leaf, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(i, old_rec, rec))
+                        e.update(tx, leaf, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(i, old_rec, rec))
                         return old
-                    e.update(tx, leaf, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, old_rec))
+                    e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, old_rec))
                     n -= 1
             if slotted.fits(buf, len(rec)):
-                e.update(tx, leaf, ops.OP_SLOT_INSERT, ops.slot_insert_payload(i, rec))
+                e.update(tx, leaf, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(i, rec))
             else:
                 self._split(tx, path, leaf, i, rec, True)
         if old is None:
@@ -530,7 +530,7 @@ class BTree:
         if leaf:
             set_page_aux(e, tx, pid, right_pid)
         if pos < s:
-            e.update(tx, pid, ops.OP_SLOT_INSERT, ops.slot_insert_payload(pos, rec))
+            e.update(tx, pid, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(pos, rec))
         self._insert_parent(tx, path, pid, sep, right_pid, 0 if leaf else aux)
 
     def _insert_parent(self, tx: Transaction, path: list, left: int, sep: bytes, right: int, level: int) -> None:
@@ -544,7 +544,7 @@ class BTree:
         with pinned(e, parent) as f:
             fits = slotted.fits(f.data, len(entry))
         if fits:
-            e.update(tx, parent, ops.OP_SLOT_INSERT, ops.slot_insert_payload(idx + 1, entry))
+            e.update(tx, parent, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(idx + 1, entry))
         else:
             self._split(tx, path[:-1], parent, idx + 1, entry, False)
 
@@ -561,7 +561,7 @@ class BTree:
             k, v = _leaf_item(buf, i)
             if k != key:
                 return None
-            e.update(tx, leaf, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, leaf_record(k, v)))
+            e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, leaf_record(k, v)))
             empty = n == 1
             used = PAGE_CAPACITY - slotted.free_space(buf)
         if empty and path:
@@ -619,7 +619,7 @@ class BTree:
         pid, idx, n = path[-1]
         with pinned(e, pid) as f:
             old = slotted.get(f.data, idx)
-            e.update(tx, pid, ops.OP_SLOT_DELETE, ops.slot_delete_payload(idx, old))
+            e.update(tx, pid, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(idx, old))
             if n - 1 == 0:  # it was the only child: this node goes too (never the root: >= 2)
                 empty = True
             else:
@@ -627,7 +627,7 @@ class BTree:
                 if idx == 0:  # the new first child's separator becomes −∞
                     first = slotted.get(f.data, 0)
                     if len(first) > 8:
-                        e.update(tx, pid, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(0, first, first[:8]))
+                        e.update(tx, pid, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(0, first, first[:8]))
                 used = PAGE_CAPACITY - slotted.free_space(f.data)
         if empty:
             if len(path) == 1:

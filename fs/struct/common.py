@@ -44,9 +44,9 @@ import threading
 import weakref
 from collections.abc import Iterable
 
-from traxfs.fs.engine import nowait, ops, slotted
+from traxfs.fs.engine import nowait, opcodes, slotted
 from traxfs.fs.engine.buffer import PinnedPage
-from traxfs.fs.engine.ops import Operation
+from traxfs.fs.engine.opcodes import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
 from traxfs.fs.engine.xact import NestedTopAction, Transaction, TxState
 
@@ -259,14 +259,14 @@ def write_bytes(engine, tx: Transaction, pid: int, offset: int, new: bytes) -> N
     with engine.page(pid) as f:
         old = bytes(f.data[offset : offset + len(new)])
         if old != new:
-            engine.update(tx, pid, ops.OP_WRITE, ops.write_payload(offset, old, new))
+            engine.update(tx, pid, opcodes.OP_WRITE, opcodes.write_payload(offset, old, new))
 
 
 def set_page_aux(engine, tx: Transaction, pid: int, new: int) -> None:
     with engine.page(pid) as f:
         old = aux_of(f.data)
         if old != new:
-            engine.update(tx, pid, ops.OP_SET_AUX, ops.aux_payload(old, new))
+            engine.update(tx, pid, opcodes.OP_SET_AUX, opcodes.aux_payload(old, new))
 
 
 def records_fit(records: Iterable[bytes]) -> bool:
@@ -324,14 +324,14 @@ def _format_redo(page: bytearray, p: bytes) -> None:
         slotted.format_slotted(page)
 
 
-ops.register(Operation(OP_SLOTS_CUT, "slots_cut", _cut_redo, lambda p: (OP_SLOTS_PASTE, p)))
-ops.register(Operation(OP_SLOTS_PASTE, "slots_paste", _paste_redo, lambda p: (OP_SLOTS_CUT, p)))
+opcodes.register(Operation(OP_SLOTS_CUT, "slots_cut", _cut_redo, lambda p: (OP_SLOTS_PASTE, p)))
+opcodes.register(Operation(OP_SLOTS_PASTE, "slots_paste", _paste_redo, lambda p: (OP_SLOTS_CUT, p)))
 # Formatting a page just allocated needs no pre-image (Stasis' logging opt-out: space that no
 # one uses): if the transaction aborts, the allocation's own undo frees the page again, and
 # whatever bytes it holds are garbage either way. A new page costs one small record instead of
 # OP_IMAGE's pre- and post-image (8 KiB). Use it only on pages allocated in the same action.
-ops.register(Operation(OP_FORMAT, "format", _format_redo, lambda p: (OP_NOOP, b"")))
-ops.register(Operation(OP_NOOP, "noop", lambda page, p: None, lambda p: (OP_NOOP, b"")))
+opcodes.register(Operation(OP_FORMAT, "format", _format_redo, lambda p: (OP_NOOP, b"")))
+opcodes.register(Operation(OP_NOOP, "noop", lambda page, p: None, lambda p: (OP_NOOP, b"")))
 
 
 def new_page(engine, tx: Transaction, ptype: int, aux: int = 0, records: list[bytes] | None = None,
@@ -403,5 +403,5 @@ def register_map_undos(cls, put_opcode: int, delete_opcode: int, name: str) -> N
         m = cls(engine, header)
         run_inverse(engine, tx, m.latch, start, lambda: m._put(tx, key, value))
 
-    ops.register(Operation(put_opcode, f"{name}_undo_put", logical_undo=undo_put))
-    ops.register(Operation(delete_opcode, f"{name}_undo_delete", logical_undo=undo_delete))
+    opcodes.register(Operation(put_opcode, f"{name}_undo_put", logical_undo=undo_put))
+    opcodes.register(Operation(delete_opcode, f"{name}_undo_delete", logical_undo=undo_delete))

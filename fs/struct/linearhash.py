@@ -34,7 +34,7 @@ from collections.abc import Iterator
 import crc32c
 
 from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.arraylist import ArrayList
@@ -313,8 +313,8 @@ class LinearHash:
 
     def _set_stats(self, tx: Transaction, old: tuple[int, int], new: tuple[int, int]) -> None:
         if old != new:
-            self.e.update(tx, self.header, ops.OP_WRITE,
-                          ops.write_payload(_STATS_OFF, _STATS.pack(*old), _STATS.pack(*new)))
+            self.e.update(tx, self.header, opcodes.OP_WRITE,
+                          opcodes.write_payload(_STATS_OFF, _STATS.pack(*old), _STATS.pack(*new)))
 
     def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
         """One pass over the bucket's chain: find the key, remember the first page with room."""
@@ -336,10 +336,10 @@ class LinearHash:
                     if old_rec == rec:
                         return old
                     if slotted.free_space(buf) + len(old_rec) >= len(rec):
-                        e.update(tx, pid, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(i, old_rec, rec))
+                        e.update(tx, pid, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(i, old_rec, rec))
                         self._set_stats(tx, (count, nbytes), (count, nbytes + len(rec) - len(old_rec)))
                         return old
-                    e.update(tx, pid, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, old_rec))
+                    e.update(tx, pid, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, old_rec))
                     count, nbytes = count - 1, nbytes - len(old_rec) - 4
                 if room is None and slotted.fits(buf, len(rec)):
                     room = pid
@@ -348,7 +348,7 @@ class LinearHash:
                 break
         if room is not None:
             with pinned(e, room) as f:
-                e.update(tx, room, ops.OP_SLOT_INSERT, ops.slot_insert_payload(nslots(f.data), rec))
+                e.update(tx, room, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(nslots(f.data), rec))
         else:
             set_page_aux(e, tx, last, new_page(e, tx, PageType.SLOTTED, 0, [rec]))
         self._set_stats(tx, (count0, nbytes0), (count + 1, nbytes + len(rec) + 4))
@@ -365,7 +365,7 @@ class LinearHash:
                 i = _find(f.data, probe)
                 if i >= 0:
                     old_rec = slotted.get(f.data, i)
-                    e.update(tx, pid, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, old_rec))
+                    e.update(tx, pid, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, old_rec))
                     self._set_stats(tx, (count, nbytes), (count - 1, nbytes - len(old_rec) - 4))
                     return old_rec[len(probe) :]
                 pid = aux_of(f.data)
@@ -386,7 +386,7 @@ class LinearHash:
                 recs = slotted.records(f.data)
                 go = [i for i, r in enumerate(recs) if key_hash(_rec_key(r)) & mask == new_b]
                 for i in reversed(go):  # highest first: lower indices stay valid
-                    e.update(tx, pid, ops.OP_SLOT_DELETE, ops.slot_delete_payload(i, recs[i]))
+                    e.update(tx, pid, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, recs[i]))
                 moving += [recs[i] for i in go]
         groups: list[list[bytes]] = [[]]
         for r in moving:

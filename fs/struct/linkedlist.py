@@ -28,8 +28,8 @@ import struct
 from collections.abc import Iterator
 
 from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import ops, slotted
-from traxfs.fs.engine.ops import Operation
+from traxfs.fs.engine import opcodes, slotted
+from traxfs.fs.engine.opcodes import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PageType
 from traxfs.fs.engine.xact import Transaction
 from traxfs.fs.struct.common import (
@@ -225,7 +225,7 @@ class LinkedList:
         if idx is None:
             idx = len(recs)
         if records_fit(recs + [rec]):
-            e.update(tx, pid, ops.OP_SLOT_INSERT, ops.slot_insert_payload(idx, rec))
+            e.update(tx, pid, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(idx, rec))
         elif pid == head and idx == 0:  # full head: a new head before it
             self._set(tx, _HEAD_OFF, new_page(e, tx, PageType.SLOTTED, head, [rec]))
         else:  # split the page at idx; rec goes at its end, or starts the new page(s)
@@ -233,7 +233,7 @@ class LinkedList:
             if moved:
                 e.update(tx, pid, OP_SLOTS_CUT, run_payload(idx, moved))
             if records_fit(recs[:idx] + [rec]):
-                e.update(tx, pid, ops.OP_SLOT_INSERT, ops.slot_insert_payload(idx, rec))
+                e.update(tx, pid, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(idx, rec))
                 groups = [moved] if moved else []
             elif records_fit([rec] + moved):
                 groups = [[rec] + moved]
@@ -271,7 +271,7 @@ class LinkedList:
             if idx >= n:
                 raise IndexError(f"linked list position {pos} outside 0..{count - 1}")
             rec = slotted.get(f.data, idx)
-            e.update(tx, pid, ops.OP_SLOT_DELETE, ops.slot_delete_payload(idx, rec))
+            e.update(tx, pid, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(idx, rec))
         if n == 1 and head != tail:  # the node is empty: unlink and free it
             if prev is None:
                 self._set(tx, _HEAD_OFF, nxt)
@@ -340,8 +340,8 @@ def _undo_remove(engine, tx: Transaction, payload: bytes) -> None:
     run_inverse(engine, tx, ll.latch, start, lambda: ll._insert_at(tx, pos, rec))
 
 
-ops.register(Operation(OP_UNDO_PUSH, "list_undo_push", logical_undo=_undo_push))
-ops.register(Operation(OP_UNDO_REMOVE, "list_undo_remove", logical_undo=_undo_remove))
+opcodes.register(Operation(OP_UNDO_PUSH, "list_undo_push", logical_undo=_undo_push))
+opcodes.register(Operation(OP_UNDO_REMOVE, "list_undo_remove", logical_undo=_undo_remove))
 
 
 def _check_root(engine, pid: int, pages: set) -> list[str]:

@@ -32,14 +32,13 @@ from __future__ import annotations
 import bisect
 
 from traxfs.volume.disk.probe import Probes
-from traxfs.volume.errors import VolumeError
 
 STEP_TOL = 1e-3  # sectors
 CANDIDATES = 4  # numbers of surfaces tried for a zone whose surfaces are not yet known
 SAMPLES = 48  # tracks sampled for the skews, at least
 
 
-class ExtractionError(VolumeError):
+class ExtractionError(Exception):
     """The timings do not fit a consistent geometry (or exceed what extraction can resolve)."""
 
 

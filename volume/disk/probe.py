@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from traxfs.volume.device import Device
 from traxfs.volume.disk.geometry import SECTOR
 
 GRID_TOL = 5e-4  # sectors: how far a completion angle may sit from a sector boundary
@@ -29,10 +28,18 @@ class Prober(Protocol):
     def probe(self, lbn: int, count: int, delay_ms: float = 0.0) -> tuple[float, float]: ...
 
 
+class Readable(Protocol):
+    """What a real device offers a prober: positional reads of bytes."""
+
+    size: int
+
+    def read(self, offset: int, length: int) -> bytes: ...
+
+
 class TimedReads:
     """A real device's prober: wall-clock time around reads (block devices read with O_DIRECT)."""
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Readable):
         self.device = device
         self._last: float | None = None
 
@@ -48,7 +55,7 @@ class TimedReads:
         return start * 1000.0, self._last * 1000.0
 
 
-def prober_for(device: Device) -> Prober:
+def prober_for(device: Readable) -> Prober:
     """The device itself when it models its own timing (a simulated disk), else timed reads."""
     return device if callable(getattr(device, "probe", None)) else TimedReads(device)  # type: ignore[return-value]
 

@@ -37,7 +37,7 @@ import threading
 from itertools import islice
 from typing import NamedTuple
 
-from traxfs.fs.engine import ops, slotted
+from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, get_aux
 from traxfs.fs.engine.xact import Transaction
 
@@ -69,7 +69,7 @@ class _Slotted:
 
     @staticmethod
     def set_op(buf, slot: int, new: bytes) -> tuple[int, bytes]:
-        return ops.OP_SLOT_REPLACE, ops.slot_replace_payload(slot, slotted.get(buf, slot), new)
+        return opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(slot, slotted.get(buf, slot), new)
 
 
 class _Fixed:
@@ -90,7 +90,7 @@ class _Fixed:
     def set_op(buf, slot: int, new: bytes) -> tuple[int, bytes]:
         size = get_aux(buf)
         at = HEADER_SIZE + slot * size
-        return ops.OP_WRITE, ops.write_payload(at, bytes(buf[at : at + size]), new)
+        return opcodes.OP_WRITE, opcodes.write_payload(at, bytes(buf[at : at + size]), new)
 
 
 LAYOUTS = {PageType.SLOTTED: _Slotted, PageType.FIXED: _Fixed}
@@ -172,7 +172,7 @@ class RecordAllocator:
                         slot = slots.pop()
                         if not slots:
                             del self._free[pid]
-                        e.update(tx, pid, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(slot, b"", body))
+                        e.update(tx, pid, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(slot, b"", body))
                         self._reused.setdefault(tx.xid, []).append((pid, slot))
                         return RecordId(pid, slot, size)
                 self._free[pid] = self._free.pop(pid)  # no room here: to the back of the queue
@@ -182,7 +182,7 @@ class RecordAllocator:
                     with e.page(pid) as f:
                         if slotted.fits(f.data, size):
                             slot = slotted.count(f.data)
-                            e.update(tx, pid, ops.OP_SLOT_INSERT, ops.slot_insert_payload(slot, body))
+                            e.update(tx, pid, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(slot, body))
                             self._own[tx.xid] = pid
                             return RecordId(pid, slot, size)
                 if self._pool:
@@ -209,7 +209,7 @@ class RecordAllocator:
             with self.e.page(rid.page) as f:
                 old = slotted.get(f.data, rid.slot)
                 if old:
-                    self.e.update(tx, rid.page, ops.OP_SLOT_REPLACE, ops.slot_replace_payload(rid.slot, old, b""))
+                    self.e.update(tx, rid.page, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(rid.slot, old, b""))
 
     def _ended(self, xid: int, committed: bool) -> None:
         with self._lock:

@@ -21,9 +21,9 @@ import trio
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.fuse_loop import serve_loop
-from traxfs.fs.fuse_ops import TraxOperations
-from traxfs.fs.fuse_options import mount_options
+from traxfs.fs.fuse.loop import serve_loop
+from traxfs.fs.fuse.operations import TraxOperations
+from traxfs.fs.fuse.options import mount_options
 
 log = logging.getLogger("traxfs.fs")
 

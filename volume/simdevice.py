@@ -7,7 +7,7 @@ performance number of the Atropos reproduction comes from.
 
 A simulated device is recognised by a sidecar file ``<image>.disk.json`` holding its
 :class:`~traxfs.volume.disk.geometry.DiskSpec` document; :func:`create_simulated` writes both and
-:func:`traxfs.volume.device.open_device` returns a :class:`SimulatedDevice` when the sidecar exists.
+:func:`traxfs.volume.open_device.open_device` returns a :class:`SimulatedDevice` when the sidecar exists.
 
 Time: each access is issued at ``clock.now`` (served when the disk is free) and its completion is
 noted on the clock. A device starts with a private clock and then settles it after every call, so

@@ -25,7 +25,7 @@ The lookup count the kernel keeps for each inode (and every open handle) is pass
 file alive.
 
 Virtual entries of the root: ``/.trax`` (status JSON, read-only; each reader reads the bytes
-whose size its ``stat`` reported, see ``traxfs.fs.status_files``) and ``/.snapshots``
+whose size its ``stat`` reported, see ``traxfs.fs.fuse.status_files``) and ``/.snapshots``
 (reserved: empty until snapshots arrive; ``mkdir`` there is refused).
 """
 
@@ -48,8 +48,8 @@ from traxfs.fs.engine import nowait
 from traxfs.fs.engine.page import PageCorrupt
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.fs.records import Inode
-from traxfs.fs.status_files import StatusSnapshots, reader_of
+from traxfs.fs.fuse.status_files import StatusSnapshots, reader_of
+from traxfs.fs.keys import Inode
 
 log = logging.getLogger("traxfs.fs")
 
