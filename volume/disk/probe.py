@@ -15,13 +15,14 @@ completion angle names the slot's position on the platter whatever the seek befo
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from traxfs.volume.disk.geometry import SECTOR
 
 GRID_TOL = 5e-4  # sectors: how far a completion angle may sit from a sector boundary
 
 
+@runtime_checkable
 class Prober(Protocol):
     """Anything that can time a read: a simulated disk or a timed real device."""
 
@@ -57,7 +58,7 @@ class TimedReads:
 
 def prober_for(device: Readable) -> Prober:
     """The device itself when it models its own timing (a simulated disk), else timed reads."""
-    return device if callable(getattr(device, "probe", None)) else TimedReads(device)  # type: ignore[return-value]
+    return device if isinstance(device, Prober) else TimedReads(device)
 
 
 class Probes:
