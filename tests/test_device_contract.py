@@ -1,9 +1,10 @@
 """The device contract (``traxfs.volume.contract.DeviceContract``): every kind of device the
 layers above are handed implements all of it, with the contract's signatures, and the calls
-work."""
+work; and no code above asks a device whether it has one of the contract's calls."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 from contextlib import ExitStack
 from pathlib import Path
@@ -133,3 +134,21 @@ def test_a_single_device_refuses_a_copy_it_does_not_have(tmp_path, stack):
     dev = _image(tmp_path, stack)
     with pytest.raises(DeviceError, match="no copy 1"):
         dev.repair_copy(1, 0, b"x" * 512)
+
+
+def _contract_probes(path: Path) -> list[str]:
+    """``getattr(x, "<a contract member>", ...)`` calls in a source file: asking a device
+    whether it has a call the contract guarantees."""
+    names = set(METHODS) | set(DATA)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in names:
+            out.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    return out
+
+
+def test_nothing_asks_a_device_whether_it_keeps_the_contract():
+    probes = [p for folder in ("fs", "volume") for f in sorted((ROOT / folder).rglob("*.py"))
+              for p in _contract_probes(f)]
+    assert probes == []
