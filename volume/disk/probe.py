@@ -3,8 +3,8 @@
 A probe reads ``count`` sectors at ``lbn``, issued ``delay_ms`` after the previous request
 completed (closed loop), and reports when it was issued and when it completed, in milliseconds.
 A simulated disk answers on its simulated clock; a real device is timed with ``perf_counter``
-around a real read. Both plug into the same extraction (SPEC §2, geometry source (a)), which sees
-nothing but reads and completion times — no "translate address" diagnostic.
+around a real read. Both plug into the same extraction (the geometry measured from timings
+alone), which sees nothing but reads and completion times — no "translate address" diagnostic.
 
 :class:`Probes` adds what every extraction step needs on top: a probe counter and, once the
 revolution time is known, the angle at which a sector's read completed. On a zero-latency disk a
