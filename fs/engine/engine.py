@@ -17,10 +17,13 @@ record, run the operation's redo as the forward action, stamp the page LSN, mark
 **The public face** — what the structures and the filesystem use; everything else (the buffer,
 the log manager, the log store, the allocator) is the engine's own:
 
+* lifecycle: ``format``, ``open``, ``checkpoint``, ``close``, ``unclean_shutdown``;
 * transactions: ``begin``, ``update``/``apply``, ``lock``, ``commit``/``soft_commit``, ``abort``,
-  nested top actions (``nta_begin``/``nta_end``), savepoints (``rollback_to``), ``compensate``;
+  nested top actions (``nta_begin``/``nta_end``), savepoints (``rollback_to``), ``compensate``,
+  ``active_transactions``;
 * pages: ``page(pid)`` (pinned and latched), the catalog of named roots (``get_root``/``set_root``),
-  ``write_unlogged`` (bulk loads), ``write_back``;
+  records on pages (``records``: Stasis' ``Talloc``/``Tdealloc``), ``write_unlogged`` (bulk
+  loads), ``write_back``, the engine's own pages (``engine_pages``, ``map_page``, ``nmaps``);
 * space: ``alloc_region``, ``alloc_at``, ``free_region``, ``free_region_after_durable``,
   ``free_page``, ``is_allocated``, ``free_pages``, ``quarantined_pages``, ``pages_in_use``,
   ``page_count``, ``first_data_page``;
@@ -463,7 +466,7 @@ class Engine:
         self.alloc.free_region_after_durable(tx, first, count)
 
     def free_page(self, tx: Transaction, pid: int) -> None:
-        self.alloc.free_region(tx, pid, 1)
+        self.alloc.free_page(tx, pid)
 
     def is_allocated(self, pid: int) -> bool:
         return self.alloc.is_allocated(pid)

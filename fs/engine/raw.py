@@ -37,7 +37,9 @@ class RawPages:
 
     def claim(self, first: int, count: int) -> None:
         """Pages ``first .. first+count-1``, just allocated by the caller's transaction, are
-        about to receive raw bytes: the engine forgets their history (``Engine.claim_raw``)."""
+        about to receive raw bytes: the engine drops their frames and logs that redo must
+        forget their history (a RAW_CLAIM record), so no older structure page is ever written
+        back over the raw bytes."""
         self._claim(first, count)
 
     def read(self, pos: int, length: int) -> bytes:
