@@ -171,7 +171,7 @@ class VolumeFile(pyfuse3.Operations):
         if buf is None or len(buf) < n:
             buf = self._buffers[task] = bytearray(max(n, MAX_REQUEST))
         view = memoryview(buf)[:n]
-        await self._io(self.lv.readinto, off, view)
+        await self._io(self.lv.readinto, off, [view])
         return view
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
