@@ -1,5 +1,4 @@
-"""Expose one open logical volume as a single regular file through FUSE, so fio,
-losetup and any tool that takes a file can use it.
+"""Expose one open logical volume as a single regular file through FUSE.
 
 The mount root is a read-only directory holding one file (``volume`` by default) whose size is
 the volume's and whose bytes are the volume's bytes, so fio, dd and ``losetup`` can drive any
