@@ -104,7 +104,7 @@ class FileData:
                 with self.inodes.transaction() as ftx:
                     ftx.data_independent = True
                     self.data.sums.record(ftx, intents)
-            self.e.log.force(ftx.durability.lsn)
+            self.e.make_durable(ftx.durability.lsn)
         self.data.write_plan(plan)
 
     def truncate(self, ino: int, size: int) -> None:
@@ -162,7 +162,7 @@ class FileData:
         self.inodes.stats["fsyncs"] += 1
         self.inodes.flush()
         self.data.flush_data()
-        self.e.log.force(self.e.log.reserved())
+        self.e.make_durable()
 
 
 class FileHandle(OpenFile):

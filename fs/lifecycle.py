@@ -28,7 +28,7 @@ RESERVED_ROOT_DIRS = (b"queues", b"tables")  # created by mkfs; filled by later 
 
 def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where: str) -> str:
     """Format ``dev`` with an empty filesystem (see ``FileSystem.mkfs``); returns its UUID."""
-    where = where or getattr(dev, "path", "traxfs")
+    where = where or dev.path
     if len(label.encode()) > 32:
         raise ValueError(f"{where}: label {label!r} is longer than 32 bytes")
     if log_size is None:
@@ -83,20 +83,18 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
     """Open the filesystem on ``dev`` (see ``FileSystem.open``)."""
     if not 0 < commit_interval < float("inf"):  # the flusher waits commit_interval / 2 per round
         raise ValueError(f"commit interval must be a positive number of seconds (got {commit_interval})")
-    where = where or getattr(dev, "path", None) or repr(dev)
+    where = where or dev.path
     try:
-        probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
+        # a look only (record_damage=False): what it finds is said below, once
+        probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages, record_damage=False)
     except PageCorrupt as e:  # recovery (undoing a loser) met a damaged page
         raise FsDamaged(where, f"{e}, met by recovery") from None
-    probe.buffer.on_corrupt = None  # a look only: what it finds is said below, once
     try:
         look_for_damage(probe, where, checking)
     finally:
         probe.unclean_shutdown()
     policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
-    eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy)
-    if checking:
-        eng.buffer.on_corrupt = None
+    eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy, record_damage=not checking)
     try:
         trees, sb = open_trees(eng, where, checking)
         if sb is not None and sb.version == 1:

@@ -24,8 +24,8 @@ def statfs(inodes: Inodes) -> StatFs:
     """Pages of the engine, and as many inodes (each takes a share of some page)."""
     e = inodes.e
     with inodes.lock:
-        free = e.alloc.free_count()
-        total = e.sb.page_count
+        free = e.free_pages()
+        total = e.page_count
         return StatFs(PAGE_SIZE, total, free, total, free)
 
 
@@ -36,5 +36,5 @@ def status(sb, inodes: Inodes, lifetime: Lifetime) -> dict:
         return {"filesystem": {"uuid": sb.uuid, "label": sb.label, "version": sb.version, **inodes.stats,
                                **inodes.counts(), "referenced_inodes": lifetime.referenced()},
                 "data": {**data.stats, **data.sums.stats, "track_pages": data.track,
-                         "quarantined_pages": e.alloc.quarantined_pages()},
+                         "quarantined_pages": e.quarantined_pages()},
                 **e.stats()}
