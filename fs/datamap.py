@@ -245,7 +245,7 @@ class DataMap:
         first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
         alloc_stop = stop
         if off + length > size > 0:
-            self.preallocated.add(ino)  # given back at the last close (FileSystem.give_back)
+            self.preallocated.add(ino)  # given back at the last close (Lifetime.give_back)
             alloc_stop = stop + min(PREALLOC_PAGES, stop)
             beyond = self.extents(ino, stop, alloc_stop)
             if beyond:
