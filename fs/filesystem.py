@@ -323,7 +323,7 @@ class FileSystem:
         return FileHandle(self.files, self.lifetime, ino)
 
     def create_file(self, parent: int, name: bytes, mode: int, flags: int,
-                        caller: Caller = NOBODY) -> tuple[Inode, OpenFile]:
+                    caller: Caller = NOBODY) -> tuple[Inode, OpenFile]:
         """open(2) with ``O_CREAT`` of a name that does not exist: a new regular file, opened."""
         node = self.create(parent, name, stat.S_IFREG | (mode & 0o7777), caller.uid, caller.gid, caller=caller)
         return node, self.open_file(node.ino, flags & ~os.O_TRUNC, caller)

@@ -38,10 +38,7 @@ def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where:
     try:
         tx = eng.begin()
         trees, sb = create_trees(eng, tx, label)
-        now = now_ns()
-        root = Inode(ROOT_INO, stat.S_IFDIR | 0o755, 0, 0, 2, atime_ns=now, mtime_ns=now, ctime_ns=now,
-                     crtime_ns=now)
-        trees["inodes"].put(tx, ino_key(ROOT_INO), root.pack())
+        trees["inodes"].put(tx, ino_key(ROOT_INO), empty_root().pack())
         trees["dirents"].put(tx, dirent_key(ROOT_INO, b".."), U64.pack(ROOT_INO) + U64.pack(0))
         trees["meta"].put(tx, KEY_NEXT_INO, U64.pack(ROOT_INO + 1))
         eng.commit(tx)
@@ -54,6 +51,12 @@ def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where:
             eng.unclean_shutdown()
         raise
     return sb.uuid
+
+
+def empty_root() -> Inode:
+    """The root directory of a new filesystem (also fsck's replacement of a lost one)."""
+    now = now_ns()
+    return Inode(ROOT_INO, stat.S_IFDIR | 0o755, 0, 0, 2, atime_ns=now, mtime_ns=now, ctime_ns=now, crtime_ns=now)
 
 
 def look_for_damage(engine: Engine, where: str, checking: bool) -> None:

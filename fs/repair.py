@@ -5,14 +5,14 @@ below the filesystem's meaning (tree entries, allocation maps, checksums)."""
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from traxfs.fs.inodes import FsTransaction, Inodes
-from traxfs.fs.keys import Inode, ino_key
+from traxfs.fs.keys import ino_key
+from traxfs.fs.lifecycle import empty_root
 from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import ROOT_INO, now_ns
+from traxfs.fs.limits import ROOT_INO
 from traxfs.fs.namespace import Namespace
 
 
@@ -43,10 +43,7 @@ class Repair:
     def new_root(self) -> None:
         """An empty root directory in place of a lost one."""
         with self.transaction() as ftx:
-            now = now_ns()
-            root = Inode(ROOT_INO, stat.S_IFDIR | 0o755, 0, 0, 2, atime_ns=now, mtime_ns=now, ctime_ns=now,
-                         crtime_ns=now)
-            self.inodes.put(ftx, root)
+            self.inodes.put(ftx, empty_root())
             self.namespace.set_parent(ftx, ROOT_INO, ROOT_INO)
 
     def reattach(self, ino: int, parent: int, name: bytes) -> None:
