@@ -34,7 +34,7 @@ from fsmount import trax
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.superblock import COPIES
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.fs.keys import U64, cookie_key, dirent_key
+from traxfs.fs.keys import U64, cookie_key, dirent_key, ino_key
 from traxfs.fs.subtrees.status_files import STATUS_FILES
 from traxfs.fs.trees import KEY_SUPER
 from traxfs.tools.cli import main
@@ -583,6 +583,34 @@ def test_fsck_reports_then_repairs_logical_damage(rig: Rig) -> None:
         lost = fs.lookup(fs.lookup(ROOT_INO, b"lost+found").ino, f"#{c}".encode())
         assert lost.ino == c and stat.S_IMODE(lost.mode) == 0o600
         assert fs.read(c, 0, 100) == b"lost but kept"
+    finally:
+        fs.close()
+        dev.close()
+
+
+def test_fsck_gives_a_lost_root_directory_back(rig: Rig) -> None:
+    """The root's inode record gone: fsck reports it, --repair puts an empty root directory in
+    its place (``fs.repair.new_root``), and what the root named is found again."""
+    rig.mkfs()
+    dev, fs = in_process(rig.image)
+    f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).ino
+    with fs.repair.transaction() as ftx:  # deliberate damage
+        fs.t["inodes"].delete(ftx.tx, ino_key(ROOT_INO))
+    fs.close()
+    dev.close()
+    r = rig.run("fsck", rig.image)
+    assert r.returncode == 4 and "PROBLEM: the root directory is missing" in r.stdout, (r.stdout, r.stderr)
+    for _ in range(3):  # the root first; what it held is checked once it exists
+        r = rig.run("fsck", rig.image, "--repair")
+        assert r.returncode in (0, 1), (r.stdout, r.stderr)
+        if r.returncode == 0:
+            break
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    dev, fs = in_process(rig.image)
+    try:
+        root = fs.getattr(ROOT_INO)
+        assert stat.S_ISDIR(root.mode) and fs.lookup(ROOT_INO, b"f").ino == f
+        assert root.nlink == 2 + 2  # queues and tables
     finally:
         fs.close()
         dev.close()
