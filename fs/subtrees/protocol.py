@@ -18,7 +18,8 @@ stores, never from a counter of this process). The subtree's top directory is lo
 **What the façade does for every subtree**: the root's entry (lookup, readdir; creating,
 removing or renaming that name in the root is refused), ``.`` and the top directory's ``..``
 (the root), EXDEV for a rename or link between a subtree and anything else. Everything else
-comes here, with the :class:`Caller` of the request.
+comes here, with the :class:`Caller` of the request (readlink and the xattr calls come without
+one: the kernel's permission check covers them).
 
 **Calls may come on the FUSE loop's thread**, inside ``nowait.no_wait()`` (lookup, getattr,
 readlink, getxattr, listxattr, open without ``O_TRUNC``, and opendir's getattr): take your locks
