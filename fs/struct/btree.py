@@ -74,9 +74,6 @@ from traxfs.fs.struct.common import (
     aux_of,
     free_page,
     lsn_of,
-    map_undo_delete_payload,
-    map_undo_put_payload,
-    nested_action,
     new_page,
     nslots,
     pinned,
@@ -84,10 +81,10 @@ from traxfs.fs.struct.common import (
     run_payload,
     set_page_aux,
     structure_latch,
-    undo_head,
     write_bytes,
     write_unlogged,
 )
+from traxfs.fs.struct.keymap import LoggedMap
 
 MAX_KEY = 1024
 MAX_ENTRY = 1300
@@ -180,9 +177,12 @@ def check_sizes(key: bytes, value: bytes) -> None:
         raise ValueError(f"B+tree key + value of {len(key) + len(value)} bytes exceeds the limit of {MAX_ENTRY}")
 
 
-class BTree:
+class BTree(LoggedMap):
     """One B+tree, identified by its header page. Cheap to open; objects on the same header
     share one latch."""
+
+    UNDO_PUT, UNDO_DELETE = OP_UNDO_PUT, OP_UNDO_DELETE
+    check_sizes = staticmethod(check_sizes)
 
     def __init__(self, engine, header_pid: int):
         self.e = engine
@@ -447,28 +447,8 @@ class BTree:
     def __iter__(self) -> Iterator[bytes]:
         return self.keys()
 
-    # ----- changing -----------------------------------------------------------------------------
-    def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
-        """Insert or overwrite; return the old value (None if the key is new)."""
-        key, value = bytes(key), bytes(value)
-        check_sizes(key, value)
-        with nested_action(self.e, tx, self.latch) as act:
-            old = self._put(tx, key, value)
-            act.end(OP_UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
-        return old
-
-    insert = put
-
-    def delete(self, tx: Transaction, key: bytes) -> bytes | None:
-        """Remove ``key``; return its value (None if it was absent: nothing changes)."""
-        key = bytes(key)
-        with nested_action(self.e, tx, self.latch) as act:
-            old = self._delete(tx, key)
-            if old is not None:
-                act.end(OP_UNDO_DELETE, map_undo_delete_payload(undo_head(act, self.header), key, old))
-        return old
-
-    # The physical work (latch held, inside a nested top action or a logical undo).
+    # ----- changing: put and delete are LoggedMap's; the physical work (latch held, inside a
+    # nested top action or a logical undo) is here
     def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
         e = self.e
         path: list = []
