@@ -15,8 +15,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from traxfs.fs.struct.arraylist import ArrayList
-from traxfs.fs.struct.btree import MAX_ENTRY as BTREE_MAX_ENTRY
 from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.btree_node import MAX_ENTRY as BTREE_MAX_ENTRY
 from traxfs.fs.struct.linearhash import MAX_ENTRY as HASH_MAX_ENTRY
 from traxfs.fs.struct.linearhash import LinearHash
 from traxfs.fs.struct.linkedlist import LinkedList

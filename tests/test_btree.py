@@ -18,7 +18,8 @@ from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.struct.btree import MAX_ENTRY, MAX_KEY, BTree, leaf_record
+from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.btree_node import MAX_ENTRY, MAX_KEY, leaf_record
 from traxfs.volume.device import ImageFileDevice
 
 pytestmark = pytest.mark.timeout(240)
