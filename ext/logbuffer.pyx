@@ -1,6 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The Aether log buffer: the single-mutex baseline and the consolidated + decoupled ("CD") buffer.
 
+(Why one module of ~740 lines: an insert's acquire, fill and release, for both algorithms and
+the GIL-held fast path, must be one C translation unit so the compiler inlines them into each
+other; a sixth of the module is this description.)
+
 Two classes with one API (SPEC §3, ``digests/aether.md`` §4, §5, §9 items 2-6):
 
 ``MutexLogBuffer``        Algorithm 1 (digest §4): one mutex ``L`` around all three phases of an
