@@ -40,7 +40,7 @@ cdef extern from *:
         uint64_t ticket;      /* the group's release ticket (delegated release), published by notify */
     } tfx_slot;
 
-    /* Delegated release (CDME-style, digest 5.4): one entry per acquired region, in LSN order. */
+    /* Delegated release (CDME-style, as in Aether): one entry per acquired region, in LSN order. */
     #define TFX_REL_WAITING   ((int64_t)0)
     #define TFX_REL_DELEGATED ((int64_t)1)
     #define TFX_REL_GRANTED   ((int64_t)2)

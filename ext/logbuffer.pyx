@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The Aether log buffer: the single-mutex baseline and the consolidated + decoupled ("CD") buffer.
 
-(Why one module of ~740 lines: an insert's acquire, fill and release, for both algorithms and
+(Why one module of this length: an insert's acquire, fill and release, for both algorithms and
 the GIL-held fast path, must be one C translation unit so the compiler inlines them into each
 other; a sixth of the module is this description.)
 

@@ -4,6 +4,7 @@ descriptors), of this process and of another one, and a clear error for a proces
 
 from __future__ import annotations
 
+import mmap
 import subprocess
 import sys
 import threading
@@ -32,13 +33,17 @@ def test_own_figures_follow_what_the_process_does(tmp_path):
         t.join()
         for f in files:
             f.close()
-    block = b"\x01" * (96 * MiB)  # written, so resident
+    block = mmap.mmap(-1, 96 * MiB)  # fresh pages from the kernel (the heap may hold resident free memory)
+    for off in range(0, len(block), 4096):
+        block[off] = 1  # touched, so resident
     grown = process_status()
-    del block
+    block.close()
     after = process_status()
     assert grown["rss_bytes"] >= before["rss_bytes"] + 80 * MiB
-    assert after["peak_rss_bytes"] >= before["rss_bytes"] + 80 * MiB  # the peak stays after the free
-    assert after["rss_bytes"] < after["peak_rss_bytes"] - 40 * MiB
+    # the peak stays after the unmap (the kernel's counters are kept in per-thread batches: a
+    # few pages of slack)
+    assert after["peak_rss_bytes"] >= grown["rss_bytes"] - 4 * MiB
+    assert after["rss_bytes"] < grown["rss_bytes"] - 80 * MiB
     assert after["cpu_user_s"] + after["cpu_system_s"] > 0
 
 
