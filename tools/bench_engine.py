@@ -11,7 +11,9 @@
   hash and a new B+tree with ``bulk_create()`` — vs SQLite (WAL, synchronous=FULL) inserting the same rows into
   a WITHOUT ROWID table in one transaction.
 
-Both stores live in files in the same folder on the same filesystem. Run:
+Both stores live in files in the same folder on the same filesystem, and both run inside this
+process: the last line is its peak resident memory (engines' buffer pools and SQLite's cache
+alike). Run:
 ``python -m traxfs.tools.bench_engine [--workdir DIR] [--seconds S] [--json]``.
 """
 
@@ -32,6 +34,7 @@ import time
 from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
+from traxfs.fs.process_status import process_status
 from traxfs.volume.device import create_image
 
 KEYS = 4000
@@ -227,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    proc = process_status()
     if a.json:
-        print(json.dumps({"durable": rows, "bulk": bulk}, indent=2))
+        print(json.dumps({"durable": rows, "bulk": bulk, "process": proc}, indent=2))
     else:
         for r in rows:
             print(f"{r['test']:<40} traxfs {r['traxfs_tps']:>8} tps   sqlite {r['sqlite_tps']:>8} tps   "
@@ -237,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in bulk:
             print(f"bulk {a.bulk} inserts, one durable transaction: {r['structure']:<55} "
                   f"{r['seconds']:7.2f} s  {r['inserts_per_s']:>9.0f} inserts/s  log {r['log_MB']:.0f} MB")
+        print(f"peak RSS of this process (both stores): {proc['peak_rss_bytes'] / (1 << 20):.0f} MiB; "
+              f"CPU {proc['cpu_user_s']:.1f} s user, {proc['cpu_system_s']:.1f} s system")
     return 0
 
 

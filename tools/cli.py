@@ -22,7 +22,8 @@ from traxfs.tools.sizes import format_size
 from traxfs.volume.disk.geometry import SECTOR
 from traxfs.volume.disk.profiles import PROFILES, profile, scaled
 from traxfs.volume.errors import UsageError, VolumeError
-from traxfs.volume.group import DEFAULT_EXTENT, GROUP, READ, USE, VolumeGroup, list_groups, survey
+from traxfs.volume.group import DEFAULT_EXTENT, GROUP, READ, USE, VolumeGroup, list_groups
+from traxfs.volume.group_survey import survey
 from traxfs.volume.label import erase_label
 from traxfs.volume.layout.params import dimensions, max_depth
 from traxfs.volume.locks import WRITE_HINT, device_lock

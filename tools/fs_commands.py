@@ -23,7 +23,16 @@ from traxfs.fs.engine.superblock import SuperblockError
 from traxfs.fs.errors import FsError, NotTraxfs
 from traxfs.tools.cli_types import SIZE_HELP, BadUsage, seconds, size
 from traxfs.tools.fs_target import open_target
-from traxfs.tools.mounts import absolute, check_mountpoint, find_mount, fuse_servers, fusermount, probe, shown
+from traxfs.tools.mounts import (
+    absolute,
+    check_mountpoint,
+    find_mount,
+    fuse_descriptors,
+    fuse_servers,
+    fusermount,
+    probe,
+    shown,
+)
 from traxfs.tools.sizes import format_size
 from traxfs.volume.errors import UsageError, VolumeError
 from traxfs.volume.locks import WRITE_HINT
@@ -209,16 +218,9 @@ def _pidfile_server(reg: Registry, mountpoint: str) -> set[int]:
     /dev/fuse open (a stale pidfile may name a reused PID)."""
     try:
         pid = int(_pidfile(reg, mountpoint).read_text().strip())
-        fds = os.listdir(f"/proc/{pid}/fd")
     except (OSError, ValueError):
         return set()
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
-                return {pid}
-        except OSError:
-            continue
-    return set()
+    return {pid} if fuse_descriptors(pid) else set()
 
 
 def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
