@@ -8,6 +8,7 @@ from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.inodes import Inodes
 from traxfs.fs.lifetime import Lifetime
 from traxfs.fs.limits import NAME_MAX
+from traxfs.fs.process_status import process_status
 
 
 @dataclass
@@ -30,11 +31,13 @@ def statfs(inodes: Inodes) -> StatFs:
 
 
 def status(sb, inodes: Inodes, lifetime: Lifetime) -> dict:
-    """Counters: the filesystem's, its data's, and the engine's (log, buffer, locks)."""
+    """Counters: the filesystem's (with what its process costs the machine: memory, CPU time,
+    threads, descriptors), its data's, and the engine's (log, buffer, locks)."""
     e, data = inodes.e, inodes.data
     with inodes.lock:
         return {"filesystem": {"uuid": sb.uuid, "label": sb.label, "version": sb.version, **inodes.stats,
-                               **inodes.counts(), "referenced_inodes": lifetime.referenced()},
+                               **inodes.counts(), "referenced_inodes": lifetime.referenced(),
+                               "process": process_status()},
                 "data": {**data.stats, **data.sums.stats, "track_pages": data.track,
                          "quarantined_pages": e.quarantined_pages()},
                 **e.stats()}

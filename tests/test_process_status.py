@@ -56,3 +56,18 @@ def test_another_process_and_one_that_is_gone():
         child.communicate(b"")
     with pytest.raises(ProcessLookupError, match=f"no process {child.pid}"):
         process_status(child.pid)
+
+
+@pytest.mark.timeout(120)
+def test_the_mount_reports_its_server_process(tmp_path):
+    """``/.trax/filesystem.json`` carries the figures of the process serving the mount (the
+    daemon, not whoever reads the file): its pid, and the memory, threads and descriptors it holds."""
+    import json
+
+    from fsmount import traxfs_mount
+
+    with traxfs_mount(tmp_path) as m:
+        doc = json.loads((m.mp / ".trax" / "filesystem.json").read_text())["process"]
+        assert doc["pid"] == m.proc.pid
+        assert 0 < doc["rss_bytes"] <= doc["peak_rss_bytes"] <= doc["vms_bytes"]
+        assert doc["threads"] >= 2 and doc["open_fds"] >= 3
