@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import stat
 
-from traxfs.fs.filedata import FileData
-from traxfs.fs.inodes import Inodes
-from traxfs.fs.keys import Inode
-from traxfs.fs.limits import now_ns
+from .filedata import FileData
+from .inodes import Inodes
+from .keys import Inode
+from .limits import now_ns
 
 UNCHANGED_ID = 0xFFFFFFFF  # chown's "leave this id as it is" ((uid_t) -1)
 

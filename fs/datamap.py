@@ -47,14 +47,14 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from traxfs.fs.datasums import ZEROS, DataSums, Sum, page_sums
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.keys import EXTENT, extent_key, prefix_range
-from traxfs.fs.struct.btree import BTree
+from .datasums import ZEROS, DataSums, Sum, page_sums
+from .engine.engine import Engine
+from .engine.page import PAGE_SIZE
+from .keys import EXTENT, extent_key, prefix_range
+from .struct.btree import BTree
 
 if TYPE_CHECKING:
-    from traxfs.fs.inodes import FsTransaction
+    from .inodes import FsTransaction
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
 PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file

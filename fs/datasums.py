@@ -57,15 +57,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
 
-from traxfs.ext.datasum import check_pages
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
-from traxfs.fs.keys import U64
-from traxfs.fs.struct.btree import BTree
+from ..ext.datasum import check_pages
+from .engine.engine import Engine
+from .engine.page import PAGE_SIZE
+from .errors import FsError
+from .keys import U64
+from .struct.btree import BTree
 
 if TYPE_CHECKING:
-    from traxfs.fs.inodes import FsTransaction
+    from .inodes import FsTransaction
 
 GROUP = 128  # device pages per datasums record
 _BITS = GROUP // 8  # bytes of one bitmap

@@ -12,14 +12,14 @@ from __future__ import annotations
 import errno
 import os
 
-from traxfs.fs.datamap import WritePlan
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
-from traxfs.fs.inode_locks import InodeLocks
-from traxfs.fs.inodes import Inodes
-from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import MAX_FILE_SIZE, now_ns
-from traxfs.fs.subtrees.protocol import OpenFile
+from .datamap import WritePlan
+from .engine.page import PAGE_SIZE
+from .errors import FsError
+from .inode_locks import InodeLocks
+from .inodes import Inodes
+from .lifetime import Lifetime
+from .limits import MAX_FILE_SIZE, now_ns
+from .subtrees.protocol import OpenFile
 
 
 class FileData:

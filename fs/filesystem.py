@@ -35,26 +35,26 @@ import os
 import stat
 from collections.abc import Iterator
 
-from traxfs.fs import lifecycle
-from traxfs.fs.attributes import Attributes
-from traxfs.fs.datamap import DataMap
-from traxfs.fs.datasums import DataSums
-from traxfs.fs.engine import nowait
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.errors import FsError
-from traxfs.fs.filedata import FileData, FileHandle
-from traxfs.fs.inode_locks import InodeLocks
-from traxfs.fs.inodes import Inodes
-from traxfs.fs.keys import U64, Inode
-from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import ROOT_INO
-from traxfs.fs.namespace import Namespace
-from traxfs.fs.repair import Repair
-from traxfs.fs.status import StatFs, statfs, status
-from traxfs.fs.subtrees.protocol import TAG_SHIFT, Caller, OpenFile, Subtree, check_tag
-from traxfs.fs.subtrees.snapshots import Snapshots
-from traxfs.fs.subtrees.status_files import StatusFiles
-from traxfs.fs.xattrs import Xattrs
+from . import lifecycle
+from .attributes import Attributes
+from .datamap import DataMap
+from .datasums import DataSums
+from .engine import nowait
+from .engine.engine import Engine
+from .errors import FsError
+from .filedata import FileData, FileHandle
+from .inode_locks import InodeLocks
+from .inodes import Inodes
+from .keys import U64, Inode
+from .lifetime import Lifetime
+from .limits import ROOT_INO
+from .namespace import Namespace
+from .repair import Repair
+from .status import StatFs, statfs, status
+from .subtrees.protocol import TAG_SHIFT, Caller, OpenFile, Subtree, check_tag
+from .subtrees.snapshots import Snapshots
+from .subtrees.status_files import StatusFiles
+from .xattrs import Xattrs
 
 NOBODY = Caller()  # the caller of calls made without one (tools, tests): no process to tell apart
 WRITE_ACCESS = os.O_WRONLY | os.O_RDWR

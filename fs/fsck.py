@@ -37,13 +37,14 @@ import stat
 from collections import Counter
 from dataclasses import dataclass, field
 
-from traxfs.fs.datamap import PREALLOC_PAGES
-from traxfs.fs.engine.check import allocated_pages, check_engine
-from traxfs.fs.engine.engine import BITS_PER_MAP
-from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE
-from traxfs.fs.engine.superblock import SuperblockError, read_copies
-from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.fsck_damage import (
+from ..volume.overlay import OverlayDevice
+from .datamap import PREALLOC_PAGES
+from .engine.check import allocated_pages, check_engine
+from .engine.engine import BITS_PER_MAP
+from .engine.page import PAGE_MAGIC, PAGE_SIZE
+from .engine.superblock import SuperblockError, read_copies
+from .filesystem import FileSystem
+from .fsck_damage import (
     Issue,
     adopt_lost_leaves,
     damage_issues,
@@ -54,10 +55,9 @@ from traxfs.fs.fsck_damage import (
     read_trees,
     unowned_pages,
 )
-from traxfs.fs.keys import EXTENT, U64, Inode, cookie_key, dirent_key
-from traxfs.fs.limits import ROOT_INO
-from traxfs.fs.scrub import scrub, stale_sums
-from traxfs.volume.overlay import OverlayDevice
+from .keys import EXTENT, U64, Inode, cookie_key, dirent_key
+from .limits import ROOT_INO
+from .scrub import scrub, stale_sums
 
 EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL = 0, 1, 4, 8
 ROUNDS = 3  # repair passes: a fix may reveal the next (a recreated root, then its link count)

@@ -22,18 +22,18 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.alloc import NoSpace
-from traxfs.fs.engine.check import allocated_pages, page_runs
-from traxfs.fs.engine.engine import BITS_PER_MAP
-from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
-from traxfs.fs.errors import FsError
-from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.inodes import INO_BATCH
-from traxfs.fs.keys import EXTENT, U64, Inode
-from traxfs.fs.struct.btree import BTree
-from traxfs.fs.struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
-from traxfs.fs.trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
+from .engine import opcodes
+from .engine.alloc import NoSpace
+from .engine.check import allocated_pages, page_runs
+from .engine.engine import BITS_PER_MAP
+from .engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
+from .errors import FsError
+from .filesystem import FileSystem
+from .inodes import INO_BATCH
+from .keys import EXTENT, U64, Inode
+from .struct.btree import BTree
+from .struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
+from .trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
 
 
 @dataclass

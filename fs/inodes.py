@@ -26,13 +26,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from traxfs.fs.datamap import DataMap
-from traxfs.fs.engine.alloc import NoSpace
-from traxfs.fs.engine.logmanager import LogFull
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
-from traxfs.fs.keys import U64, Inode, ino_key
-from traxfs.fs.trees import KEY_NEXT_INO
+from .datamap import DataMap
+from .engine.alloc import NoSpace
+from .engine.logmanager import LogFull
+from .engine.page import PAGE_SIZE
+from .errors import FsError
+from .keys import U64, Inode, ino_key
+from .trees import KEY_NEXT_INO
 
 INO_BATCH = 1024  # inode numbers reserved per record update
 INO_LIMIT = 1 << 48  # the tree's inode numbers stay below: higher bits tag a subtree's inodes

@@ -7,19 +7,19 @@ import logging
 import stat
 from typing import TYPE_CHECKING
 
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.logmanager import GroupCommitPolicy
-from traxfs.fs.engine.page import PageCorrupt
-from traxfs.fs.errors import FsDamaged, NotTraxfs
-from traxfs.fs.inodes import Inodes
-from traxfs.fs.keys import U64, Inode, dirent_key, ino_key
-from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import ROOT_INO, now_ns
-from traxfs.fs.trees import KEY_NEXT_INO, create_trees, open_trees, upgrade
-from traxfs.volume.overlay import OverlayDevice
+from ..volume.overlay import OverlayDevice
+from .engine.engine import Engine
+from .engine.logmanager import GroupCommitPolicy
+from .engine.page import PageCorrupt
+from .errors import FsDamaged, NotTraxfs
+from .inodes import Inodes
+from .keys import U64, Inode, dirent_key, ino_key
+from .lifetime import Lifetime
+from .limits import ROOT_INO, now_ns
+from .trees import KEY_NEXT_INO, create_trees, open_trees, upgrade
 
 if TYPE_CHECKING:
-    from traxfs.fs.filesystem import FileSystem
+    from .filesystem import FileSystem
 
 log = logging.getLogger("traxfs.fs")
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import threading
 
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.inode_locks import InodeLocks
-from traxfs.fs.inodes import Inodes
-from traxfs.fs.keys import EXTENT, U64, Inode, ino_key, prefix_range
+from .engine.page import PAGE_SIZE
+from .inode_locks import InodeLocks
+from .inodes import Inodes
+from .keys import EXTENT, U64, Inode, ino_key, prefix_range
 
 
 class Lifetime:

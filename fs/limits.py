@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import time
 
-from traxfs.fs.errors import FsError
+from .errors import FsError
 
 ROOT_INO = 1
 NAME_MAX = 255

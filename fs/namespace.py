@@ -18,9 +18,9 @@ from __future__ import annotations
 import errno
 import stat
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.inodes import FsTransaction, Inodes
-from traxfs.fs.keys import (
+from .errors import FsError
+from .inodes import FsTransaction, Inodes
+from .keys import (
     CHUNK,
     COOKIE_MASK,
     FIRST_COOKIE,
@@ -34,8 +34,8 @@ from traxfs.fs.keys import (
     name_cookie,
     prefix_range,
 )
-from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import NAME_MAX, PATH_MAX, ROOT_INO, check_name, now_ns
+from .lifetime import Lifetime
+from .limits import NAME_MAX, PATH_MAX, ROOT_INO, check_name, now_ns
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2

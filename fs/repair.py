@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from traxfs.fs.inodes import FsTransaction, Inodes
-from traxfs.fs.keys import ino_key
-from traxfs.fs.lifecycle import empty_root
-from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import ROOT_INO
-from traxfs.fs.namespace import Namespace
+from .inodes import FsTransaction, Inodes
+from .keys import ino_key
+from .lifecycle import empty_root
+from .lifetime import Lifetime
+from .limits import ROOT_INO
+from .namespace import Namespace
 
 
 class Repair:

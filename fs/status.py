@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.inodes import Inodes
-from traxfs.fs.lifetime import Lifetime
-from traxfs.fs.limits import NAME_MAX
-from traxfs.fs.process_status import process_status
+from .engine.page import PAGE_SIZE
+from .inodes import Inodes
+from .lifetime import Lifetime
+from .limits import NAME_MAX
+from .process_status import process_status
 
 
 @dataclass

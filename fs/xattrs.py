@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import errno
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.inodes import FsTransaction, Inodes
-from traxfs.fs.keys import CHUNK, joined_chunks, prefix_range, xattr_key
-from traxfs.fs.limits import now_ns
+from .errors import FsError
+from .inodes import FsTransaction, Inodes
+from .keys import CHUNK, joined_chunks, prefix_range, xattr_key
+from .limits import now_ns
 
 XATTR_NAME_MAX = 255
 XATTR_SIZE_MAX = 65536

@@ -31,11 +31,11 @@ import tempfile
 import threading
 import time
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE, PageType
-from traxfs.fs.process_status import process_status
-from traxfs.volume.device import create_image
+from ..fs.engine import opcodes
+from ..fs.engine.engine import Engine
+from ..fs.engine.page import PAGE_SIZE, PageType
+from ..fs.process_status import process_status
+from ..volume.device import create_image
 
 KEYS = 4000
 CELLS_PER_PAGE = 500
@@ -158,8 +158,8 @@ def bench_durable(workdir: str, seconds: float, repeat: int = 3) -> list[dict]:
 
 def bench_bulk(workdir: str, n: int) -> list[dict]:
     """n inserts of 8-byte keys → 100-byte values in one transaction, durable commit."""
-    from traxfs.fs.struct.btree import BTree
-    from traxfs.fs.struct.linearhash import LinearHash
+    from ..fs.struct.btree import BTree
+    from ..fs.struct.linearhash import LinearHash
 
     rng = random.Random(42)
     keys = [struct.pack(">Q", rng.getrandbits(64)) for _ in range(n)]

@@ -31,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from traxfs.fs.process_status import process_status
-from traxfs.tools.mounts import find_mount, fuse_servers
-from traxfs.tools.sizes import parse_size
+from ..fs.process_status import process_status
+from .mounts import find_mount, fuse_servers
+from .sizes import parse_size
 
 FIO_JOBS = {
     "seq_write_1M": ["--rw=write", "--bs=1M", "--end_fsync=1"],
@@ -175,7 +175,7 @@ def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True) -
 
 
 def _spark(direct: Path, traxfs: Path, rows: int) -> dict:
-    from traxfs.tools import spark_job
+    from . import spark_job
 
     session = spark_job.session()
     try:

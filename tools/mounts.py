@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from traxfs.volume.errors import VolumeError
+from ..volume.errors import VolumeError
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 DEAD_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED)

@@ -41,9 +41,9 @@ import threading
 import uuid
 from collections.abc import Iterator
 
-from traxfs.volume.device import Device
-from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.errors import (
+from .device import Device
+from .disk.clock import SimClock
+from .errors import (
     DeviceError,
     ForeignDeviceError,
     MetadataError,
@@ -52,17 +52,17 @@ from traxfs.volume.errors import (
     StaleDeviceError,
     UsageError,
 )
-from traxfs.volume.group_claim import claim, new_pvs, pv_entry
-from traxfs.volume.group_survey import devices_by_pv, list_groups, pv_state
-from traxfs.volume.group_volumes import LogicalVolumes
-from traxfs.volume.label import Label, write_label
-from traxfs.volume.layout.planner import replacement_holds
-from traxfs.volume.locks import HeldLock, device_lock
-from traxfs.volume.logical import OpenLogicalVolume
-from traxfs.volume.metadata_area import ORPHAN_FORMAT, clear_slots, newest, read_slots, write_slots
-from traxfs.volume.model import LogicalVolume, VolumeGroupMeta, check_name
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import ScannedDevice, scan
+from .group_claim import claim, new_pvs, pv_entry
+from .group_survey import devices_by_pv, list_groups, pv_state
+from .group_volumes import LogicalVolumes
+from .label import Label, write_label
+from .layout.planner import replacement_holds
+from .locks import HeldLock, device_lock
+from .logical import OpenLogicalVolume
+from .metadata_area import ORPHAN_FORMAT, clear_slots, newest, read_slots, write_slots
+from .model import LogicalVolume, VolumeGroupMeta, check_name
+from .registry import Registry
+from .scan import ScannedDevice, scan
 
 DEFAULT_EXTENT = 4 * 1024 * 1024
 META_WAIT = 3.0  # seconds to wait for another command's metadata change to finish

@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import os
 
-from traxfs.volume.errors import DeviceError, ForeignDeviceError, MetadataError, NoSpaceError, UsageError
-from traxfs.volume.label import DATA_OFFSET
-from traxfs.volume.locks import WRITE_HINT, device_lock
-from traxfs.volume.model import Geometry, PhysicalVolume
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import ScannedDevice, label_device, scan_one
-from traxfs.volume.signature import PV_KIND, identify, refuse_unless_forced, wipe_leftovers
+from .errors import DeviceError, ForeignDeviceError, MetadataError, NoSpaceError, UsageError
+from .label import DATA_OFFSET
+from .locks import WRITE_HINT, device_lock
+from .model import Geometry, PhysicalVolume
+from .registry import Registry
+from .scan import ScannedDevice, label_device, scan_one
+from .signature import PV_KIND, identify, refuse_unless_forced, wipe_leftovers
 
 
 def claim(paths: list[str], taken: set[str], extent_size: int, force: bool,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traxfs.volume.model import PhysicalVolume, VolumeGroupMeta
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import ScannedDevice, scan
+from .model import PhysicalVolume, VolumeGroupMeta
+from .registry import Registry
+from .scan import ScannedDevice, scan
 
 
 def devices_by_pv(scanned: list[ScannedDevice]) -> dict[str, list[ScannedDevice]]:

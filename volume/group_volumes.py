@@ -11,13 +11,13 @@ import os
 import uuid
 from collections.abc import Callable
 
-from traxfs.volume.device import Device
-from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.errors import MissingDeviceError, UsageError
-from traxfs.volume.layout.planner import allocate, allocate_tracks, stripe_plan, zoned_plan
-from traxfs.volume.logical import OpenLogicalVolume
-from traxfs.volume.model import Leg, LogicalVolume, VolumeGroupMeta, check_name
-from traxfs.volume.signature import identify
+from .device import Device
+from .disk.clock import SimClock
+from .errors import MissingDeviceError, UsageError
+from .layout.planner import allocate, allocate_tracks, stripe_plan, zoned_plan
+from .logical import OpenLogicalVolume
+from .model import Leg, LogicalVolume, VolumeGroupMeta, check_name
+from .signature import identify
 
 RESYNC_CHUNK = 4 * 1024 * 1024
 LEG_FAILURE_WAIT = 60.0  # a mounted volume recording a failed mirror leg waits longer: I/O waits on it

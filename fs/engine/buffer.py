@@ -26,9 +26,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from traxfs.fs.engine import nowait
-from traxfs.fs.engine.copies import good_copy
-from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
+from . import nowait
+from .copies import good_copy
+from .page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
 
 
 class Frame:

@@ -13,9 +13,9 @@ import errno
 import logging
 from collections.abc import Iterator
 
-from traxfs.ext.logwriter import DirectLogWriter
-from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
-from traxfs.volume.contract import DeviceContract
+from ...ext.logwriter import DirectLogWriter
+from ...volume.contract import DeviceContract
+from .logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
 
 SCAN_CHUNK = 1 << 20
 log = logging.getLogger("traxfs.engine")

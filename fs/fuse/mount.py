@@ -18,12 +18,12 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
-from traxfs.ext import fuse_lowlevel
-from traxfs.fs.errors import FsError
-from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.fuse.loop import serve_loop
-from traxfs.fs.fuse.operations import TraxOperations
-from traxfs.fs.fuse.options import mount_options
+from ...ext import fuse_lowlevel
+from ..errors import FsError
+from ..filesystem import FileSystem
+from .loop import serve_loop
+from .operations import TraxOperations
+from .options import mount_options
 
 log = logging.getLogger("traxfs.fs")
 

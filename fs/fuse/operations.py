@@ -43,14 +43,14 @@ import os
 import pyfuse3
 import trio
 
-from traxfs.ext import fuse_lowlevel
-from traxfs.fs.engine import nowait
-from traxfs.fs.engine.page import PageCorrupt
-from traxfs.fs.errors import FsError
-from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.keys import Inode
-from traxfs.fs.limits import ROOT_INO
-from traxfs.fs.subtrees.protocol import Caller, OpenFile
+from ...ext import fuse_lowlevel
+from ..engine import nowait
+from ..engine.page import PageCorrupt
+from ..errors import FsError
+from ..filesystem import FileSystem
+from ..keys import Inode
+from ..limits import ROOT_INO
+from ..subtrees.protocol import Caller, OpenFile
 
 log = logging.getLogger("traxfs.fs")
 

@@ -51,14 +51,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from traxfs.ext.nodesearch import leaf_bisect
-from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import opcodes, slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PageType
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.btree_build import build_tree
-from traxfs.fs.struct.btree_check import check_tree
-from traxfs.fs.struct.btree_node import (
+from ...ext.nodesearch import leaf_bisect
+from ..engine import check as engine_check
+from ..engine import opcodes, slotted
+from ..engine.page import HEADER_SIZE, PageType
+from ..engine.xact import Transaction
+from .btree_build import build_tree
+from .btree_check import check_tree
+from .btree_node import (
     COUNT_OFF,
     HDR,
     INNER,
@@ -80,7 +80,7 @@ from traxfs.fs.struct.btree_node import (
     separator,
     split_point,
 )
-from traxfs.fs.struct.common import (
+from .common import (
     OP_SLOTS_CUT,
     OP_SLOTS_PASTE,
     PAGE_CAPACITY,
@@ -97,7 +97,7 @@ from traxfs.fs.struct.common import (
     structure_latch,
     write_bytes,
 )
-from traxfs.fs.struct.keymap import LoggedMap
+from .keymap import LoggedMap
 
 UNDERFULL = PAGE_CAPACITY // 4  # a node using fewer bytes than this is merged with a sibling ...
 MERGE_LIMIT = PAGE_CAPACITY * 3 // 4  # ... if the merged node uses at most this many

@@ -8,10 +8,10 @@ tree before the transaction commits, so no other transaction's change can be los
 
 from __future__ import annotations
 
-from traxfs.fs.engine import slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.btree_node import (
+from ..engine import slotted
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.xact import Transaction
+from .btree_node import (
     HDR,
     INNER,
     KIND,
@@ -22,7 +22,7 @@ from traxfs.fs.struct.btree_node import (
     inner_record,
     leaf_record,
 )
-from traxfs.fs.struct.common import PAGE_CAPACITY, U64, new_page, write_bytes
+from .common import PAGE_CAPACITY, U64, new_page, write_bytes
 
 
 def build_tree(engine, tx: Transaction, items, name: str | None, fill: float) -> int:

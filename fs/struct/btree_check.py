@@ -5,10 +5,10 @@ subtrees, the leaf chain, the entry count, and that every page is allocated.
 
 from __future__ import annotations
 
-from traxfs.fs.engine import slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PageType
-from traxfs.fs.struct.btree_node import HDR, INNER, LEAF, MAGIC, MAX_ENTRY, MAX_KEY, VERSION, rec_key
-from traxfs.fs.struct.common import U16, U64, aux_of, nslots, pinned
+from ..engine import slotted
+from ..engine.page import HEADER_SIZE, PageType
+from .btree_node import HDR, INNER, LEAF, MAGIC, MAX_ENTRY, MAX_KEY, VERSION, rec_key
+from .common import U16, U64, aux_of, nslots, pinned
 
 
 def check_tree(tree, pages: set | None = None) -> list[str]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import struct
 
-from traxfs.ext.nodesearch import DIR_START as _SEARCH_DIR_START
-from traxfs.ext.nodesearch import inner_bisect, leaf_bisect
-from traxfs.fs.engine.page import HEADER_SIZE, PageType
-from traxfs.fs.struct.common import DIR_START, HH, PAGE_CAPACITY, U16, U64
+from ...ext.nodesearch import DIR_START as _SEARCH_DIR_START
+from ...ext.nodesearch import inner_bisect, leaf_bisect
+from ..engine.page import HEADER_SIZE, PageType
+from .common import DIR_START, HH, PAGE_CAPACITY, U16, U64
 
 MAX_KEY = 1024
 MAX_ENTRY = 1300

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from traxfs.fs.engine import slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PageCorrupt, PageType
-from traxfs.fs.struct.btree_node import HDR, LEAF, MAGIC, VERSION, rec_key
-from traxfs.fs.struct.common import U16, U64, aux_of, pinned
+from ..engine import slotted
+from ..engine.page import HEADER_SIZE, PageCorrupt, PageType
+from .btree_node import HDR, LEAF, MAGIC, VERSION, rec_key
+from .common import U16, U64, aux_of, pinned
 
 
 @dataclass

@@ -11,8 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.common import map_undo_delete_payload, map_undo_put_payload, nested_action, undo_head
+from ..engine.xact import Transaction
+from .common import map_undo_delete_payload, map_undo_put_payload, nested_action, undo_head
 
 
 class LoggedMap(ABC):

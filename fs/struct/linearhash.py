@@ -33,12 +33,12 @@ from collections.abc import Iterator
 
 import crc32c
 
-from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import opcodes, slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.arraylist import ArrayList
-from traxfs.fs.struct.common import (
+from ..engine import check as engine_check
+from ..engine import opcodes, slotted
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.xact import Transaction
+from .arraylist import ArrayList
+from .common import (
     DIR_START,
     PAGE_CAPACITY,
     U16,
@@ -54,7 +54,7 @@ from traxfs.fs.struct.common import (
     structure_latch,
     write_bytes,
 )
-from traxfs.fs.struct.keymap import LoggedMap
+from .keymap import LoggedMap
 
 KIND = "hash"
 MAGIC = b"TXLH"

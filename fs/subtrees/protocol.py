@@ -47,8 +47,8 @@ import stat
 from dataclasses import dataclass
 from typing import NoReturn
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.keys import FIRST_COOKIE, Inode
+from ..errors import FsError
+from ..keys import FIRST_COOKIE, Inode
 
 TAG_SHIFT = 48
 LOCAL_MASK = (1 << TAG_SHIFT) - 1

@@ -7,9 +7,9 @@ from __future__ import annotations
 import errno
 import time
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.keys import Inode
-from traxfs.fs.subtrees.protocol import Caller, Subtree, read_only_dir
+from ..errors import FsError
+from ..keys import Inode
+from .protocol import Caller, Subtree, read_only_dir
 
 
 class Snapshots(Subtree):

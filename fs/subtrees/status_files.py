@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.keys import Inode
-from traxfs.fs.subtrees.protocol import Caller, OpenFile, Subtree, dense_seek, read_only_dir, subtree_ino
+from ..errors import FsError
+from ..keys import Inode
+from .protocol import Caller, OpenFile, Subtree, dense_seek, read_only_dir, subtree_ino
 
 HOLD = 60.0  # seconds a reader keeps the snapshot it was told the size of
 FRESH = 1.0  # seconds an unopened snapshot is shared with new readers
