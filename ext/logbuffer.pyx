@@ -5,21 +5,21 @@
 the GIL-held fast path, must be one C translation unit so the compiler inlines them into each
 other; a sixth of the module is this description.)
 
-Two classes with one API (SPEC §3, ``digests/aether.md`` §4, §5, §9 items 2-6):
+Two classes with one API, the log buffers of the Aether paper (Johnson et al., VLDB 2010):
 
-``MutexLogBuffer``        Algorithm 1 (digest §4): one mutex ``L`` around all three phases of an
+``MutexLogBuffer``        Aether's Algorithm 1: one mutex ``L`` around all three phases of an
                           insert -- acquire (LSN generation + space), fill (memcpy), release.
-``ConsolidatedLogBuffer`` "CD" (digest §5.1-§5.3), Aether's default: a consolidation array of 4
+``ConsolidatedLogBuffer`` "CD", Aether's default: a consolidation array of 4
                           slots backed by a slot pool (C) combined with decoupled fill and in-order
                           release through ``next_release_lsn`` (D).
 
 LSNs are byte offsets in the log; the buffer is a ring of ``capacity`` bytes and byte ``lsn`` lives
-at ``buf[lsn % capacity]``, so generating an LSN also reserves ring space (digest §4).  Three LSN
+at ``buf[lsn % capacity]``, so generating an LSN also reserves ring space.  Three LSN
 watermarks, all monotonic, ``flushed <= released <= reserved``:
 
 * ``reserved``  (``cur_lsn``) -- next LSN to hand out; written only while holding ``L``.
 * ``released``  (``next_release_lsn``) -- every byte below it has been filled; the gap-free prefix
-                the flusher may write (digest §4: release must follow LSN order, the log has no gaps).
+                the flusher may write (release must follow LSN order: the log has no gaps).
 * ``flushed``   -- set by the flusher (``mark_flushed``); ring space below it may be reused.  An
                 acquire of ``size`` bytes at ``lsn`` waits while ``lsn + size - flushed > capacity``.
 
@@ -27,7 +27,7 @@ Insert, baseline (Algorithm 1)::
 
     lock(L); lsn = cur; wait for space; cur += size; fill(lsn); released = lsn + size; unlock(L)
 
-Insert, CD (Algorithm 2 with Algorithm 3's acquire/release, digest §5.1-§5.3)::
+Insert, CD (Aether's Algorithm 2 with Algorithm 3's acquire/release)::
 
     if try_lock(L):                          # uncontended: a group of one, decoupled (D)
         lsn = acquire(size); unlock(L); fill(lsn); release_in_order(lsn, size); return lsn
@@ -44,7 +44,7 @@ Insert, CD (Algorithm 2 with Algorithm 3's acquire/release, digest §5.1-§5.3):
         release_in_order(lsn, group)         #     spins until next_release_lsn == lsn, then sets
                                              #     next_release_lsn = lsn + group
 
-Slot states (one ``int64`` per slot, digest §5.1 "Algorithm 5"): ``FREE`` (in the pool),
+Slot states (one ``int64`` per slot, as Aether's Algorithm 5): ``FREE`` (in the pool),
 ``OPEN`` = ``READY + joined bytes`` (>= READY, accepting joins), ``PENDING`` (closed, the leader
 is acquiring), ``COPYING`` = ``DONE - bytes still being copied`` (<= DONE).  Numerically
 ``COPYING <= DONE(0) < PENDING(1) < FREE(2) < READY(2**40) <= OPEN``, so ``slot_join`` accepts only
@@ -55,18 +55,18 @@ entry for long.  A thread holding a stale slot pointer can only join a slot whos
 the instant of its CAS, i.e. a slot that really is open (in whatever incarnation) -- the state word
 alone decides membership, so pool reuse is ABA-safe.  A group never grows past ``capacity // 2``
 bytes (a joiner that would overflow it probes another slot), so every group can eventually get
-ring space.  At most ``ARRAY_SIZE`` leaders wait for ``L`` (contention bounded by slots, digest §5.1).
+ring space.  At most ``ARRAY_SIZE`` leaders wait for ``L`` (contention bounded by slots).
 Aether frees the slot only after the release because its release queue may still use it (§5.4);
 here every releaser works from its own copies of ``lsn``/``group``/``ticket``, so the last one out
 frees the slot first and the pool recycles faster.
 
 Options of ``ConsolidatedLogBuffer`` (defaults = the CD above, as in the paper):
 
-* ``slots`` (default 4, digest §5.1: the optimum is 3-4) -- size of the consolidation array.
+* ``slots`` (default 4: Aether measured the optimum at 3-4) -- size of the consolidation array.
 * ``fast_path="locked"`` -- the uncontended try-lock path keeps ``L`` through fill and release
   (Algorithm 2's first line read with C's buffer_acquire instead of D's).  Contended inserts
   still go through the array with decoupled fill.
-* ``release="delegated"`` -- CDME-style delegated release (digest §5.4, Algorithm 4) instead of
+* ``release="delegated"`` -- CDME-style delegated release (Aether's Algorithm 4) instead of
   in-order spinning.  The explicit queue is a ring of ``TFX_REL_RING`` entries indexed by a
   ticket taken under ``L`` (so ticket order = LSN order) rather than Scott's MCS list: an owner
   whose predecessor is still pending CASes its entry WAITING -> DELEGATED and returns; the thread
@@ -84,7 +84,7 @@ delegated release do not wait on a descheduled thread and stay near the baseline
 
 Atomics are GCC builtins (``__atomic_load_n``, ``__atomic_store_n``, ``__atomic_compare_exchange_n``,
 ``__atomic_fetch_add``, ``__atomic_exchange_n``) wrapped in the verbatim C block below.  Waiting
-never burns a core for long (digest §8: with 64 threads on 2 cores pure spinning livelocks):
+never burns a core for long (with 64 threads on 2 cores pure spinning livelocks):
 ``slot_wait``, in-order release and ``wait_released`` spin ``SPIN_LIMIT`` pauses, ``sched_yield``
 a few times, then sleep in a Linux futex on the low 32 bits of the word they watch (the slot
 state, ``released``), re-checking at least every 2 ms; whoever changes the word wakes the futex
@@ -245,7 +245,7 @@ cdef void ring_get(tfx_lb *lb, uint64_t lsn, char *dst, uint64_t n) noexcept nog
 
 cdef inline void chaos(tfx_lb *lb) noexcept nogil:
     """Test hook: at a point where another thread's interleaving matters, sometimes yield or
-    sleep up to 30 us, to widen race windows (digest §8: randomized delays)."""
+    sleep up to 30 us, to widen race windows (randomized delays, as Aether's own testing did)."""
     cdef uint32_t r
     if lb.chaos_one_in:
         r = fast_rand()
@@ -391,7 +391,7 @@ cdef inline void slot_wait(tfx_lb *lb, tfx_slot *s, uint64_t *lsn, int64_t *grou
     group_size[0] = s.group_size
 
 
-# ---------------------------------------------------------------- CDME-style delegated release (digest §5.4)
+# ---------------------------------------------------------------- CDME-style delegated release
 
 cdef inline uint64_t ticket_take(tfx_lb *lb) noexcept nogil:
     """Under L (so ticket order = LSN order): the region's entry in the release ring."""
@@ -738,7 +738,7 @@ cdef class _LogBuffer:
 
     def _set_fill_delay(self, max_us) -> None:
         """Test hook: every fill then sleeps a random 0..max_us microseconds (GIL released), which
-        scrambles the order in which fills complete (digest §8: delays injected inside fill)."""
+        scrambles the order in which fills complete (delays injected inside fill)."""
         self.lb.fill_delay_ns = <uint64_t>(max_us * 1000)
 
     def _set_chaos(self, one_in) -> None:
