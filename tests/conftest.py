@@ -29,6 +29,24 @@ from traxfs.volume.label import MDA_COUNT, MDA_OFFSET, MDA_SLOT
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create
 
+
+class _CheckoutAsPlainDirectory:
+    """The checkout's root holds ``__init__.py`` (it is the package ``traxfs``), so pytest would
+    collect it as a test package and import that ``__init__`` under the folder's name — a second
+    copy of the package, which fails for a folder name that is not a Python name (``wt-queues``)
+    and whose relative imports would load the extensions twice. The tests import the installed
+    package instead; the root is collected as a plain directory."""
+
+    @staticmethod
+    def pytest_collect_directory(path, parent):
+        if path == parent.config.rootpath:
+            return pytest.Dir.from_parent(parent, path=path)
+        return None
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_CheckoutAsPlainDirectory(), "traxfs-checkout-as-plain-directory")
+
 MiB = 1024 * 1024
 
 # No per-example deadline (I/O timing varies on a loaded 2-core machine), and no database of
