@@ -124,7 +124,10 @@ class Queue:
             if e.count == 0:  # allocated, never written (a crash, or a batch refused): give it back
                 self._discard_empty(first, e)
             elif first + e.count == self.live_end:  # a clean close: appends continue in it
-                self.tail = self._load_block(first, e).reopened()
+                try:
+                    self.tail = self._load_block(first, e).reopened()
+                except BlockDamaged as ex:  # readers of it get the error; appends go to a new block
+                    self._note_error(ex.detail)
         segs = list(self.t["segments"].items(lo, hi))
         self.seg_first = max(self.first_seq, SegmentRecord.unpack(segs[-1][1]).end if segs else self.first_seq)
         self._count_open_segment()
@@ -151,7 +154,12 @@ class Queue:
             if first + e.count <= self.seg_first:
                 continue
             if not self.seg_count:
-                b = self._block(first, e)
+                try:
+                    b = self._block(first, e)
+                except BlockDamaged as ex:  # its records cannot be served: the segment starts after it
+                    self._note_error(ex.detail)
+                    self.seg_first = first + e.count
+                    continue
                 at = max(self.seg_first, first)
                 self.seg_ts = next(f.ts_ms for f in reversed(b.frames) if f.first_seq <= at)
                 self.seg_bytes -= b.ro_of(at)
@@ -468,7 +476,8 @@ class Queue:
 
     # ----- views --------------------------------------------------------------------------------
     def create_view(self, name: bytes) -> ViewRecord:
-        """A view whose head is the live end (it reads what is appended from now on)."""
+        """A view whose head is the live end (it reads what is appended from now on); durable
+        on return, as every change of a head is."""
         with self.lock:
             self._usable()
             if name in self.views:
@@ -476,13 +485,16 @@ class Queue:
             v = ViewRecord(self.live_end, now_ms())
             self._in_tx(lambda tx: self.t["views"].put(tx, view_key(self.qid, name), v.pack()))
             self.views[name] = v
-            return v
+        self.io.make_durable()
+        return v
 
     def remove_view(self, name: bytes) -> None:
+        """Remove view ``name`` (durable on return); the blocks only it held can be reclaimed."""
         with self.lock:
             self._view(name)
             self._in_tx(lambda tx: self.t["views"].delete(tx, view_key(self.qid, name)))
             del self.views[name]
+        self.io.make_durable()
 
     def _view(self, name: bytes) -> ViewRecord:
         self._usable()
@@ -600,14 +612,13 @@ class Queue:
         self.store.cache.prefetch(wanted)
 
     def pin(self, seq: int) -> int:
-        """Keep records from ``seq`` on from being reclaimed until :meth:`unpin`; a pin id."""
+        """Keep records from ``seq`` on from being reclaimed until :meth:`unpin`; a pin id. (A
+        number below the retained history means its first record: the records between are gone —
+        lost by a crash before they were durable, as a view's head may still point there.)"""
         rid = next(_readers)
         with self.lock:
             self._usable()
-            if seq < self.first_seq:
-                raise FsError(errno.EINVAL, f"{self.where}: sequence {seq} was reclaimed (history starts at "
-                                            f"{self.first_seq})")
-            self.pins[rid] = seq
+            self.pins[rid] = max(seq, self.first_seq)
         return rid
 
     def unpin(self, rid: int) -> None:

@@ -23,8 +23,8 @@ READ_AHEAD = 4  # blocks loaded ahead of a reader
 class Reader:
     def __init__(self, queue, seq: int):
         self.q = queue
-        self.seq = seq  # the record at the cursor (or the one being cut by the last read)
         self.pin = queue.pin(seq)
+        self.seq = queue.pins[self.pin]  # the record at the cursor (or the one being cut by the last read)
         self.block: Block | None = None
         self.ro = 0  # record offset in ``block``
         self.served = 0  # bytes served so far (the stream's offset)

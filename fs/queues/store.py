@@ -1,7 +1,7 @@
 """The queue store: every queue of a filesystem, their trees, and the work that runs on its own.
 
 Queues are named like files (at most 255 bytes, no ``/`` or NUL, not ``.`` or ``..``). Creating
-one is a transaction (durable within the commit interval, as a directory is). Removing one
+one is a transaction, durable when it returns (as the creation of a view is). Removing one
 first removes its name and marks its id doomed (one transaction), then frees its blocks in
 transactions of bounded size; an open after a crash finishes what a removal left. A
 background thread persists tails, seals segments whose time is up and reclaims blocks.
@@ -47,7 +47,9 @@ def check_name(name: bytes, what: str = "name") -> None:
 
 
 class QueueStore:
-    def __init__(self, engine, *, commit_interval: float = 1.0, cache_bytes: int = 32 << 20):
+    def __init__(self, engine, *, commit_interval: float = 1.0, cache_bytes: int = 32 << 20, background: bool = True):
+        """``background``: run :meth:`tick` every tenth of a second (tests that step time
+        themselves call it instead)."""
         self.io = EngineIO(engine)
         self.t = self.io.trees(TREES, PREFIX)
         self.cache = BlockCache(cache_bytes)
@@ -61,7 +63,8 @@ class QueueStore:
             self._purge(U64.unpack(key[len(DOOMED) :])[0])
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="queue-ticker", daemon=True)
-        self._ticker.start()
+        if background:
+            self._ticker.start()
 
     # ----- the set of queues --------------------------------------------------------------------
     def names(self) -> list[bytes]:
@@ -91,7 +94,7 @@ class QueueStore:
             except BaseException as ex:
                 self.io.abort(tx)
                 raise self.io.failure(ex) or ex from None
-            self.io.commit(tx)
+            self.io.commit(tx, durable=True)
             q = self.queues[name] = Queue(self, name, rec)
             return q
 
@@ -109,7 +112,7 @@ class QueueStore:
                 except BaseException as ex:
                     self.io.abort(tx)
                     raise self.io.failure(ex) or ex from None
-                self.io.commit(tx)
+                self.io.commit(tx, durable=True)
                 q.removed = True
                 q.tail = None
                 del self.queues[name]
@@ -152,7 +155,8 @@ class QueueStore:
     def close(self) -> None:
         """Clean shutdown of the store (before the engine's): every tail persisted."""
         self._stop.set()
-        self._ticker.join()
+        if self._ticker.is_alive():
+            self._ticker.join()
         for q in list(self.queues.values()):
             q.close()
         self.cache.close()
@@ -160,7 +164,8 @@ class QueueStore:
     def crash(self) -> None:
         """Stop the background work without writing anything (tests: the process died)."""
         self._stop.set()
-        self._ticker.join()
+        if self._ticker.is_alive():
+            self._ticker.join()
         self.cache.close()
 
     def stats(self) -> dict:
