@@ -1,7 +1,7 @@
 """File data: the extent map, allocation of data pages, and ordered-mode writes.
 
-A file's bytes live in engine pages used raw (no page header: SPEC §3's large objects), found
-through the ``extents`` tree: ``(ino, first file page) -> (first device page, page count)``.
+A file's bytes live in engine pages used raw (no page header: ``engine.raw``, the engine's
+large objects), found through the ``extents`` tree: ``(ino, first file page) -> (first device page, page count)``.
 Pages that no extent covers are holes and read as zeros.
 
 **Ordered mode.** Data bytes are never logged; the records that make them reachable (a new
@@ -12,8 +12,8 @@ extent, a larger size) are. So the data must be on disk before any such record i
 2. writes the bytes to the device;
 3. only then appends the extent and size records and commits.
 
-The engine's log flusher calls the hook :meth:`DataMap._flush_needed` after choosing the
-records to write and before writing them; it flushes the device if data that a committed
+The engine's log flusher calls :meth:`DataMap._flush_needed` (a log barrier,
+``Engine.add_log_barrier``) after choosing the records to write and before writing them; it flushes the device if data that a committed
 transaction may describe was written since the last flush (one flush covers every writer: a
 generation counter groups them; a transaction marks what it depends on as it commits,
 :meth:`DataMap.depend`). So a record on disk implies its data on disk, a crash never exposes a
@@ -28,7 +28,7 @@ intent that must be durable before the bytes are written), then written
 (:meth:`DataMap.write_plan`); the filesystem logs the intents before and the sums after.
 
 **Freed pages** (truncate, unlink) return to the allocator only once the freeing commit is
-durable (``Allocator.free_region_after_durable``): otherwise another file's new bytes could land
+durable (``Engine.free_region_after_durable``): otherwise another file's new bytes could land
 in them while a crash could still bring the old owner back.
 
 **Snapshots** (a later issue) will share extents between the live tree and a snapshot: the
@@ -47,6 +47,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from traxfs.fs.datasums import ZEROS, DataSums, Sum, page_sums
+from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.keys import EXTENT, extent_key, prefix_range
 from traxfs.fs.struct.btree import BTree
@@ -55,38 +56,23 @@ MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
 PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file
 
 
-def _track_pages(dev, pages_offset: int) -> int:
-    """Pages per track (stripe unit) when tracks are page-aligned on this device, else 1."""
-    boundaries = getattr(dev, "boundaries", None)
-    if boundaries is None:
-        return 1
-    try:
-        _, count = boundaries(0)
-    except Exception:  # noqa: BLE001  (a device without a geometry: no alignment)
-        return 1
-    unit = count * 512
-    if unit % PAGE_SIZE or pages_offset % unit:
-        return 1
-    return unit // PAGE_SIZE
-
-
 @dataclass
 class WritePlan:
-    """A write worked out page by page (:meth:`DataMap.plan`): the device writes (runs of
-    adjacent bytes, as ``(buffer, start, stop)`` slices), the sums the pages get once written,
-    and the overwrite intents that must be durable before."""
+    """A write worked out page by page (:meth:`DataMap.plan`): the raw writes (runs of adjacent
+    bytes, as ``(buffer, start, stop)`` slices, at page-area offsets: ``engine.raw``), the sums
+    the pages get once written, and the overwrite intents that must be durable before."""
 
     ino: int
-    runs: list[list] = field(default_factory=list)  # [device offset, end, parts]
+    runs: list[list] = field(default_factory=list)  # [page-area offset, end, parts]
     sums: dict[int, Sum] = field(default_factory=dict)
     intents: dict[int, Sum] = field(default_factory=dict)
 
-    def add(self, dev_off: int, parts: list) -> None:
-        """Bytes ``parts`` for device offset ``dev_off``: part of the last run if adjacent to it."""
-        if self.runs and self.runs[-1][1] == dev_off:
+    def add(self, pos: int, parts: list) -> None:
+        """Bytes ``parts`` for page-area offset ``pos``: part of the last run if adjacent to it."""
+        if self.runs and self.runs[-1][1] == pos:
             run = self.runs[-1]
         else:
-            run = [dev_off, dev_off, []]
+            run = [pos, pos, []]
             self.runs.append(run)
         dst = run[2]
         for buf, s, e in parts:
@@ -98,13 +84,12 @@ class WritePlan:
 
 
 class DataMap:
-    def __init__(self, engine, extents: BTree, sums: DataSums):
+    def __init__(self, engine: Engine, extents: BTree, sums: DataSums):
         self.e = engine
-        self.dev = engine.dev
+        self.raw = engine.raw
         self.tree = extents
         self.sums = sums
-        self.base = engine.sb.pages_offset
-        self.track = _track_pages(self.dev, self.base)
+        self.track = self.raw.track_pages
         self._cv = threading.Condition()
         self._written = 0  # generation: data writes completed
         self._flushed = 0  # generation covered by the last completed device flush
@@ -113,7 +98,7 @@ class DataMap:
         self._maps: dict[int, tuple[list[int], list[tuple[int, int, int]], int]] = {}
         self.preallocated: set[int] = set()  # files that may hold pages past their end
         self.stats = {"data_bytes_written": 0, "data_bytes_read": 0, "data_flushes": 0, "extents_allocated": 0}
-        engine.log.before_write = self._flush_needed
+        engine.add_log_barrier(self._flush_needed)
 
     # ----- ordered mode -------------------------------------------------------------------------
     def _note_written(self, nbytes: int) -> None:
@@ -147,7 +132,7 @@ class DataMap:
                     break
                 self._cv.wait()
         try:
-            self.dev.flush()
+            self.raw.flush()
         finally:
             with self._cv:
                 self._flushing = False
@@ -210,7 +195,7 @@ class DataMap:
             p0, p1 = max(first, lpage), min(stop, lpage + count)
             if p0 >= p1:
                 continue
-            blob = self.dev.read(self.base + (phys + p0 - lpage) * PAGE_SIZE, (p1 - p0) * PAGE_SIZE)
+            blob = self.raw.read((phys + p0 - lpage) * PAGE_SIZE, (p1 - p0) * PAGE_SIZE)
             hi = end - (p1 - 1) * PAGE_SIZE if p1 == stop else PAGE_SIZE
             blob = self.sums.verify_run(ino, p0, phys + p0 - lpage, blob, hi)
             s, e = max(off, p0 * PAGE_SIZE), min(end, p1 * PAGE_SIZE)
@@ -281,11 +266,11 @@ class DataMap:
                 prev = new[-1] if new and new[-1][0] + new[-1][2] == h0 else None
                 if prev is None and before and before[-1][0] + before[-1][2] == h0:
                     prev = before[-1]
-                if prev is not None and self.e.alloc.alloc_at(tx, prev[1] + prev[2], n):
+                if prev is not None and self.e.alloc_at(tx, prev[1] + prev[2], n):
                     phys = prev[1] + prev[2]
                 if phys is None:
-                    phys = self.e.alloc.alloc_region(tx, n, self.track if n >= self.track else 1)
-                self.e.claim_raw(phys, n)
+                    phys = self.e.alloc_region(tx, n, self.track if n >= self.track else 1)
+                self.raw.claim(phys, n)
                 new.append((h0, phys, n))
                 self.stats["extents_allocated"] += 1
                 h0 += n
@@ -362,12 +347,12 @@ class DataMap:
                     if not fresh_run:
                         plan.intents.update(zip(range(dev, dev + j - k), self.sums.intents(sums[k:j], new_sums),
                                                 strict=True))
-                    plan.add(self.base + dev * PAGE_SIZE, parts)
+                    plan.add(dev * PAGE_SIZE, parts)
                     k = j
                 else:
                     w = self.sums.page_write(ino, q, dev, s, a, b, source(q * PAGE_SIZE + a, q * PAGE_SIZE + b),
                                              visible)
-                    plan.add(self.base + dev * PAGE_SIZE + w.at, w.parts)
+                    plan.add(dev * PAGE_SIZE + w.at, w.parts)
                     plan.sums[dev] = w.after
                     if w.intent is not None:
                         plan.intents[dev] = w.intent
@@ -375,16 +360,16 @@ class DataMap:
         return plan
 
     def write_plan(self, plan: WritePlan) -> None:
-        """Write a plan's bytes: one device write per run of adjacent bytes, straight from the
+        """Write a plan's bytes: one raw write per run of adjacent bytes, straight from the
         caller's buffer when the run is one slice of it."""
         nbytes = 0
-        for dev_off, stop, parts in plan.runs:
+        for pos, stop, parts in plan.runs:
             if len(parts) == 1:
                 buf, s, e = parts[0]
-                self.dev.write(dev_off, buf[s:e])
+                self.raw.write(pos, buf[s:e])
             else:
-                self.dev.write(dev_off, b"".join(buf[s:e] for buf, s, e in parts))
-            nbytes += stop - dev_off
+                self.raw.write(pos, b"".join(buf[s:e] for buf, s, e in parts))
+            nbytes += stop - pos
         self._note_written(nbytes)
 
     def plan_zero(self, ino: int, start: int, end: int) -> WritePlan:
@@ -441,7 +426,7 @@ class DataMap:
                 self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, cut))
             else:
                 self.tree.delete(tx, extent_key(ino, lpage))
-            self.e.alloc.free_region_after_durable(tx, phys + cut, count - cut)
+            self.e.free_region_after_durable(tx, phys + cut, count - cut)
             self.sums.forget(tx, phys + cut, count - cut)
             freed += count - cut
         self.forget(ino)  # the loop above read the map it was changing

@@ -58,7 +58,7 @@ from typing import NamedTuple
 import crc32c
 
 from traxfs.ext.datasum import check_pages
-from traxfs.fs.engine.copies import good_copy
+from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.errors import FsError
 from traxfs.fs.keys import U64
@@ -126,9 +126,8 @@ class PageWrite:
 
 
 class DataSums:
-    def __init__(self, engine, tree: BTree, pending: BTree):
-        self.e, self.dev, self.tree, self.pending_tree = engine, engine.dev, tree, pending
-        self.base = engine.sb.pages_offset
+    def __init__(self, engine: Engine, tree: BTree, pending: BTree):
+        self.e, self.raw, self.tree, self.pending_tree = engine, engine.raw, tree, pending
         self._lock = threading.Lock()
         self._deferred: dict[int, tuple[int, Sum]] = {}  # device page -> (ino, sum) not yet logged
         self._by_ino: dict[int, set[int]] = {}
@@ -332,7 +331,7 @@ class DataSums:
 
     # ----- reading and verifying ----------------------------------------------------------------
     def _read_page(self, page: int) -> bytes:
-        return self.dev.read(self.base + page * PAGE_SIZE, PAGE_SIZE)
+        return self.raw.read(page * PAGE_SIZE, PAGE_SIZE)
 
     def read_page(self, ino: int, lpage: int, page: int, s: Sum, hi: int) -> bytes:
         """Device page ``page`` (file page ``lpage`` of ``ino``), verified against ``s``."""
@@ -385,8 +384,7 @@ class DataSums:
         rewritten), else EIO with an error line naming the file and offset."""
         self.stats["checksum_mismatches"] += 1
         where = f"inode {ino}: file page {lpage} (byte offset {lpage * PAGE_SIZE}), device page {page}"
-        found = good_copy(self.dev, self.base + page * PAGE_SIZE, PAGE_SIZE, lambda d: s.matching(d, hi) is not None,
-                          where)
+        found = self.raw.good_copy(page * PAGE_SIZE, PAGE_SIZE, lambda d: s.matching(d, hi) is not None, where)
         if found is not None:
             self.stats["repaired_from_mirror"] += 1 if found[1] else 0
             return found[0]
@@ -403,7 +401,7 @@ class DataSums:
                  for k, _, _ in _ALT.iter_unpack(raw)]
         if not pages:
             return 0
-        self.dev.flush()  # what is judged here must be on disk before the verdict is logged
+        self.raw.flush()  # what is judged here must be on disk before the verdict is logged
         updates: dict[int, Sum] = {}
         for page in pages:
             s = self.get_run(page, 1)[0]
@@ -416,9 +414,8 @@ class DataSums:
         return len(updates)
 
     def _settle(self, page: int, s: Sum) -> Sum:
-        off = self.base + page * PAGE_SIZE
-        read_copies = getattr(self.dev, "read_copies", None)
-        copies = read_copies(off, PAGE_SIZE) if read_copies is not None else [(0, self.dev.read(off, PAGE_SIZE))]
+        pos = page * PAGE_SIZE
+        copies = self.raw.copies(pos, PAGE_SIZE)
         chosen = None
         for want in (Sum(s.crc, s.length), Sum(s.alt_crc, s.alt_length)):
             chosen = next(((want, d) for _, d in copies if want.matching(d)), None)
@@ -434,7 +431,7 @@ class DataSums:
         if len(copies) > 1:
             for leg, data in copies:
                 if data != chosen[1]:
-                    self.dev.repair_copy(leg, off, chosen[1])
+                    self.raw.repair_copy(leg, pos, chosen[1])
         return chosen[0]
 
 

@@ -129,7 +129,7 @@ class FileSystem:
         """Format ``dev`` (an open volume or image device) with an empty filesystem; returns
         its UUID. Everything on the device is lost. Errors name ``where`` (default: the
         device's path)."""
-        where = where or getattr(dev, "path", "traxfs")
+        where = where or dev.path
         if len(label.encode()) > 32:
             raise ValueError(f"{where}: label {label!r} is longer than 32 bytes")
         if log_size is None:
@@ -172,20 +172,18 @@ class FileSystem:
         damaged pages reported by fsck rather than recorded in the superblock."""
         if not 0 < commit_interval < float("inf"):  # the flusher waits commit_interval / 2 per round
             raise ValueError(f"commit interval must be a positive number of seconds (got {commit_interval})")
-        where = where or getattr(dev, "path", None) or repr(dev)
+        where = where or dev.path
         try:
-            probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages)
+            # a look only (record_damage=False): what it finds is said below, once
+            probe = Engine.open(OverlayDevice(dev), name=where, buffer_pages=buffer_pages, record_damage=False)
         except PageCorrupt as e:  # recovery (undoing a loser) met a damaged page
             raise FsDamaged(where, f"{e}, met by recovery") from None
-        probe.buffer.on_corrupt = None  # a look only: what it finds is said below, once
         try:
             _look_for_damage(probe, where, checking)
         finally:
             probe.unclean_shutdown()
         policy = GroupCommitPolicy(max_commits=1 << 30, max_bytes=4 << 20, max_delay=commit_interval)
-        eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy)
-        if checking:
-            eng.buffer.on_corrupt = None
+        eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy, record_damage=not checking)
         try:
             trees, sb = open_trees(eng, where, checking)
             if sb is not None and sb.version == 1:
@@ -800,7 +798,7 @@ class FileSystem:
                     tx.data_independent = True
                     self.data.sums.record(tx, intents)
                 lsn = self.last_commit.lsn
-            self.e.log.force(lsn)
+            self.e.make_durable(lsn)
         self.data.write_plan(plan)
 
     def truncate(self, ino: int, size: int) -> None:
@@ -1029,15 +1027,15 @@ class FileSystem:
         self.stats["fsyncs"] += 1
         self.flush_inodes()
         self.data.flush_data()
-        self.e.log.force(self.e.log.reserved())
+        self.e.make_durable()
 
     def sync(self) -> None:
         self.fsync()
 
     def statfs(self) -> StatFs:
         with self._lock:
-            free = self.e.alloc.free_count()
-            total = self.e.sb.page_count
+            free = self.e.free_pages()
+            total = self.e.page_count
             return StatFs(PAGE_SIZE, total, free, total, free)
 
     def status(self) -> dict:
@@ -1047,7 +1045,7 @@ class FileSystem:
                                    **self.stats, "cached_inodes": len(self._cache), "dirty_inodes": len(self._dirty),
                                    "referenced_inodes": len(self._refs)},
                     "data": {**self.data.stats, **self.data.sums.stats, "track_pages": self.data.track,
-                             "quarantined_pages": self.e.alloc.quarantined_pages()},
+                             "quarantined_pages": self.e.quarantined_pages()},
                     **self.e.stats()}
 
     def iter_inodes(self) -> Iterator[Inode]:

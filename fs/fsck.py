@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from traxfs.fs.datamap import PREALLOC_PAGES
-from traxfs.fs.engine.check import _allocated, check_engine
+from traxfs.fs.engine.check import allocated_pages, check_engine
 from traxfs.fs.engine.engine import BITS_PER_MAP
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE
 from traxfs.fs.engine.superblock import SuperblockError, read_copies
@@ -273,8 +273,7 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
         if node.nlink != want:
             out.append(Issue(f"inode {ino}: link count {node.nlink}, counted {want}", _set_nlink(fs, ino, want)))
     owner: dict[int, int] = {}
-    fs.e.buffer.write_back()  # the maps are read raw from the device
-    allocated, _ = _allocated(fs.e)
+    allocated, _ = allocated_pages(fs.e)  # the maps read raw from the device
     allocated_set = set(allocated)
     for ino, lpage, phys, count in f["extents"]:
         node = inodes.get(ino)
@@ -292,7 +291,7 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
             else:
                 out.append(Issue(f"inode {ino}: extent at file page {lpage} ({count} pages) lies past the size "
                                  f"{node.size}", _truncate(fs, ino, node.size)))
-        if phys < fs.e.alloc.first_data or phys + count > fs.e.sb.page_count:
+        if phys < fs.e.first_data_page or phys + count > fs.e.page_count:
             out.append(Issue(f"inode {ino}: extent pages {phys}+{count} outside the data area", None))
             continue
         for q in range(phys, phys + count):
@@ -311,12 +310,11 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
 
 def _leaked_data(fs: FileSystem, allocated: list[int], data_pages: set[int]) -> list[int]:
     """Allocated pages that carry no page header and no extent owns (raw data nobody has)."""
-    base = fs.e.sb.pages_offset
     out = []
     for pid in allocated:
-        if pid < fs.e.alloc.first_data or pid in data_pages:
+        if pid < fs.e.first_data_page or pid in data_pages:
             continue
-        head = fs.e.dev.read(base + pid * PAGE_SIZE, 2)
+        head = fs.e.raw.read(pid * PAGE_SIZE, 2)
         if int.from_bytes(head, "little") != PAGE_MAGIC:
             out.append(pid)
     return out
@@ -357,7 +355,7 @@ def _drop_extents(fs: FileSystem, ino: int):
 def _free(fs: FileSystem, pages: list[int]):
     def body(tx):
         for q in pages:
-            fs.e.alloc.free_region(tx, q, 1)
+            fs.e.free_page(tx, q)
             fs.data.sums.forget(tx, q, 1)
     run = _txn(fs, body)
     return lambda: run() or "freed"

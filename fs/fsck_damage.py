@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.alloc import NoSpace
-from traxfs.fs.engine.check import _allocated, _runs
+from traxfs.fs.engine.check import allocated_pages, page_runs
 from traxfs.fs.engine.engine import BITS_PER_MAP
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
 from traxfs.fs.errors import FsError
@@ -62,8 +62,7 @@ def adopt_lost_leaves(fs: FileSystem, trees: dict[str, Salvage]) -> None:
     owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries)
     for s in trees.values():
         owned |= s.pages | {pid for pid, _ in s.damaged}
-    fs.e.buffer.write_back()
-    allocated, _ = _allocated(fs.e)
+    allocated, _ = allocated_pages(fs.e)
     chains = leaf_chains(fs.e, _leaf_pages(fs, [pid for pid in allocated if pid not in owned]))
     fits: dict[str, list[Chain]] = {}
     for c in chains:
@@ -89,9 +88,8 @@ def adopt_lost_leaves(fs: FileSystem, trees: dict[str, Salvage]) -> None:
 def _leaf_pages(fs: FileSystem, pids: list[int]) -> list[int]:
     """Those of ``pids`` whose raw bytes carry the page magic and the leaf type."""
     out = []
-    base = fs.e.sb.pages_offset
-    for first, count in _runs(pids):
-        blob = fs.e.dev.read(base + first * PAGE_SIZE, count * PAGE_SIZE)
+    for first, count in page_runs(pids):
+        blob = fs.e.raw.read(first * PAGE_SIZE, count * PAGE_SIZE)
         for k in range(count):
             head = blob[k * PAGE_SIZE : k * PAGE_SIZE + 4]
             if int.from_bytes(head[:2], "little") == PAGE_MAGIC and head[3] == PageType.BTREE_LEAF:
@@ -110,8 +108,7 @@ def extent_pages(entries: list[tuple[bytes, bytes]]) -> set[int]:
 
 def damaged_maps(fs: FileSystem) -> list[tuple[int, int, str]]:
     """(map number, map page, damage) of every allocation map that cannot be read."""
-    fs.e.buffer.write_back()  # the maps are read raw from the device
-    _, probs = _allocated(fs.e)
+    _, probs = allocated_pages(fs.e)  # the maps read raw from the device
     out = []
     for pid, text in probs:
         m = next(m for m in range(fs.e.nmaps) if fs.e.map_page(m) == pid)
@@ -124,7 +121,7 @@ def damage_issues(fs: FileSystem, trees: dict[str, Salvage], maps: list[tuple[in
     out = []
     if maps:
         text = "; ".join(f"{t} (the allocation state of pages {m * BITS_PER_MAP}.."
-                         f"{min((m + 1) * BITS_PER_MAP, fs.e.sb.page_count) - 1} is unknown)" for m, _, t in maps)
+                         f"{min((m + 1) * BITS_PER_MAP, fs.e.page_count) - 1} is unknown)" for m, _, t in maps)
         out.append(Issue(text, _rebuild_maps(fs, maps, trees)))
     for name, s in trees.items():
         if s.healthy:
@@ -156,8 +153,7 @@ def meta_issues(fs: FileSystem, meta: list[tuple[bytes, bytes]], max_ino: int) -
 def unowned_pages(fs: FileSystem, trees: dict[str, Salvage]) -> list[int]:
     """Allocated pages that no tree, no extent and not the engine owns (after a tree was
     rebuilt: the pages of its subtrees that could not be reached)."""
-    fs.e.buffer.write_back()
-    allocated, _ = _allocated(fs.e)
+    allocated, _ = allocated_pages(fs.e)
     owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries)
     for s in trees.values():
         owned |= s.pages
@@ -204,14 +200,14 @@ def _rebuild_tree(fs: FileSystem, name: str, s: Salvage):
     """Repair: a new tree from the surviving entries; the old tree's pages freed."""
 
     def run() -> str:
-        old = s.pages | {pid for pid, _ in s.damaged if 0 < pid < fs.e.sb.page_count}
+        old = s.pages | {pid for pid, _ in s.damaged if 0 < pid < fs.e.page_count}
         tree = None
         for build in (BTree.bulk_create, _create_by_puts):  # bulk needs one free run of pages
             try:
                 with fs._lock, fs._txn() as tx:
                     tree = build(fs.e, tx, s.entries, name=f"fs.{name}")
                     for pid in sorted(old):
-                        fs.e.alloc.free_page(tx, pid)
+                        fs.e.free_page(tx, pid)
                 break
             except FsError:
                 continue
@@ -244,7 +240,7 @@ def _rebuild_maps(fs: FileSystem, maps: list[tuple[int, int, str]], trees: dict[
                 first = m * BITS_PER_MAP
                 bits = bytearray(PAGE_SIZE - 32)
                 for q in used:
-                    if first <= q < min(first + BITS_PER_MAP, fs.e.sb.page_count):
+                    if first <= q < min(first + BITS_PER_MAP, fs.e.page_count):
                         bits[(q - first) // 8] |= 1 << ((q - first) % 8)
                 payload = opcodes.image_payload(bytes(PAGE_SIZE), PageType.ALLOC_MAP, 0, bytes(bits))
                 fs.e.update(tx, pid, opcodes.OP_IMAGE, payload, fresh=True)

@@ -1,8 +1,8 @@
 """Scrubbing: read every allocated page — engine pages and file data — verify every copy, and
 rewrite a damaged copy from a good one (``trax scrub``; fsck's data pass uses the same walk).
 
-Reads go to every copy the device holds (``read_copies``: each in-sync leg of a mirror), not
-through the buffer or the read path, because a read takes one copy and a damaged leg would
+Reads go to every copy the device holds (``engine.raw.copies``: each in-sync leg of a mirror),
+not through the buffer or the read path, because a read takes one copy and a damaged leg would
 hide behind a good one. An engine page passes if it verifies as a page; a file data page if it
 matches its checksum (``fs/datasums.py``) over the bytes the file's size covers. Pages that no
 extent owns are the engine's; preallocated data pages never written have no checksum and are
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from traxfs.fs.datasums import GROUP
-from traxfs.fs.engine.check import _runs, _set_bits
+from traxfs.fs.engine.check import page_runs
 from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, verify
 from traxfs.fs.keys import EXTENT, U64, Inode
 
@@ -105,34 +105,22 @@ def _engine_ok(pid: int) -> Callable[[bytes], bool]:
     return ok
 
 
-def _allocated(fs) -> list[int]:
-    """Allocated pages, from the allocation maps read through the buffer (which serves a map
-    page from a good copy if one is damaged)."""
-    e, out = fs.e, []
-    bits = e.alloc.bits_per_map
-    for m in range(e.nmaps):
-        with e.page(1 + m) as f:
-            out += _set_bits(f.data[32:], m * bits, min(bits, e.sb.page_count - m * bits))
-    return out
-
-
 def scrub(fs, *, repair: bool = True, data_only: bool = False,
           progress: Callable[[int, int], None] | None = None) -> ScrubReport:
     """Verify every copy of every allocated page of ``fs`` (``data_only``: file data pages
     only); with ``repair``, rewrite damaged copies from a good one."""
     fs.flush_inodes()
     fs.data.flush_data()
-    fs.e.buffer.write_back()  # the device holds the current pages
-    dev, base, sums = fs.e.dev, fs.e.sb.pages_offset, fs.data.sums
-    read_copies = getattr(dev, "read_copies", None)
+    fs.e.write_back()  # the device holds the current pages
+    raw, sums = fs.e.raw, fs.data.sums
     owners = _Owners(fs)
     name = _path_names(fs)
     rep = ScrubReport()
-    pages = sorted(owners.pages()) if data_only else _allocated(fs)
+    # the maps read through the buffer, which serves a map page from a good copy if one is damaged
+    pages = sorted(owners.pages()) if data_only else fs.e.pages_in_use()
     done = 0
-    for first, count in _runs(pages):
-        copies = read_copies(base + first * PAGE_SIZE, count * PAGE_SIZE) if read_copies is not None else \
-            [(0, dev.read(base + first * PAGE_SIZE, count * PAGE_SIZE))]
+    for first, count in page_runs(pages):
+        copies = raw.copies(first * PAGE_SIZE, count * PAGE_SIZE)
         rep.copies = max(rep.copies, len(copies))
         found = sums.get_run(first, count)
         for k in range(count):
@@ -164,7 +152,7 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
                 rep.unrepairable.append(f"{what}: no good copy")
             elif repair:
                 for leg in bad:
-                    dev.repair_copy(leg, base + page * PAGE_SIZE, good)
+                    raw.repair_copy(leg, page * PAGE_SIZE, good)
                 rep.repaired.append(f"{what}: leg {legs} rewritten from a good copy")
             else:
                 rep.damaged.append(f"{what}: leg {legs} damaged (a good copy exists)")
@@ -172,7 +160,7 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
         if progress is not None:
             progress(done, len(pages))
     if rep.repaired:
-        dev.flush()
+        raw.flush()
     return rep
 
 

@@ -35,7 +35,6 @@ from fsmount import Mount, trax
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.keys import EXTENT, U64
-from traxfs.fs.scrub import _allocated
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.group import VolumeGroup
 from traxfs.volume.overlay import OverlayDevice
@@ -80,7 +79,7 @@ def targets(dev) -> tuple[int, list[tuple[int, int]], list[int]]:
                 visible = min(PAGE_SIZE, sizes[ino] - (lpage + i) * PAGE_SIZE)
                 if visible > 0:
                     data.append((phys + i, visible))
-        return fs.e.sb.pages_offset, data, [p for p in _allocated(fs) if p not in owned]
+        return fs.e.sb.pages_offset, data, [p for p in fs.e.pages_in_use() if p not in owned]
     finally:
         fs.crash()
 

@@ -26,18 +26,18 @@ from fsmount import traxfs_mount
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filesystem import FileSystem
-from traxfs.volume.device import ImageFileDevice
+from traxfs.volume.device import Device, ImageFileDevice
 
 MiB = 1 << 20
 pytestmark = pytest.mark.timeout(180)
 
 
-class GatedDevice:
+class GatedDevice(Device):
     """An image device whose reads (``gate_reads``) or flushes (``gate_flushes``) wait at a
     gate while it is closed; ``stuck`` is set once a request is waiting there."""
 
     def __init__(self, inner: ImageFileDevice):
-        self.inner, self.path, self.size = inner, inner.path, inner.size
+        self.inner, self.path, self.size, self.block_size = inner, inner.path, inner.size, inner.block_size
         self.gate = threading.Event()
         self.gate.set()
         self.stuck = threading.Event()

@@ -31,7 +31,7 @@ import time
 
 from traxfs.fs.engine import opcodes
 from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PageType
+from traxfs.fs.engine.page import PAGE_SIZE, PageType
 from traxfs.volume.device import create_image
 
 KEYS = 4000
@@ -55,12 +55,11 @@ class Cells:
         self.eng = eng
         tx = eng.begin()
         pages = -(-KEYS // CELLS_PER_PAGE)
-        self.base = eng.alloc.alloc_region(tx, pages)
+        self.base = eng.alloc_region(tx, pages)
+        free = bytes(PAGE_SIZE)  # a page just allocated: its old bytes do not matter (``fresh``)
         for p in range(pages):
-            f = eng.buffer.pin(self.base + p, load=False)
-            with f.latch:
-                eng.update(tx, self.base + p, opcodes.OP_IMAGE, opcodes.image_payload(f.data, PageType.FIXED, 8, b""))
-            eng.buffer.unpin(f)
+            eng.update(tx, self.base + p, opcodes.OP_IMAGE, opcodes.image_payload(free, PageType.FIXED, 8, b""),
+                       fresh=True)
         eng.commit(tx)
 
     def increment(self, k: int) -> None:
@@ -135,9 +134,9 @@ def bench_durable(workdir: str, seconds: float, repeat: int = 3) -> list[dict]:
     for clients in (1, 8):
         ours, theirs, commits, flushes = [], [], 0, 0
         for _ in range(repeat):  # interleaved: both see the same drift of the device's flush latency
-            flushes0 = eng.log.stats["flushes"]
+            flushes0 = eng.stats()["log"]["flushes"]
             t, n = _run_clients(clients, seconds, lambda _c: cells.increment)
-            flushes += eng.log.stats["flushes"] - flushes0
+            flushes += eng.stats()["log"]["flushes"] - flushes0
             commits += n
             ours.append(t)
             theirs.append(_run_clients(clients, seconds, sqlite_worker)[0])
@@ -175,7 +174,7 @@ def bench_bulk(workdir: str, n: int) -> list[dict]:
                 tx = eng.begin()
                 s = cls.create(eng, tx, "bench")
                 eng.commit(tx)
-            start_lsn = eng.log.reserved()
+            start_lsn = eng.next_lsn()
             t0 = time.perf_counter()
             tx = eng.begin()
             if bulk:  # Stasis' logging opt-out: fresh pages written and forced, then commit
@@ -185,7 +184,7 @@ def bench_bulk(workdir: str, n: int) -> list[dict]:
                     s.put(tx, k, value)
             eng.commit(tx)
             t = time.perf_counter() - t0
-            log_bytes = eng.log.reserved() - start_lsn
+            log_bytes = eng.next_lsn() - start_lsn
             eng.close()
             dev.close()
             os.unlink(path)

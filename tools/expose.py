@@ -1,4 +1,4 @@
-"""Expose one open logical volume as a single regular file through FUSE (SPEC §2, "fio").
+"""Expose one open logical volume as a single regular file through FUSE.
 
 The mount root is a read-only directory holding one file (``volume`` by default) whose size is
 the volume's and whose bytes are the volume's bytes, so fio, dd and ``losetup`` can drive any
@@ -171,7 +171,7 @@ class VolumeFile(pyfuse3.Operations):
         if buf is None or len(buf) < n:
             buf = self._buffers[task] = bytearray(max(n, MAX_REQUEST))
         view = memoryview(buf)[:n]
-        await self._io(self.lv.readinto, off, view)
+        await self._io(self.lv.readinto, off, [view])
         return view
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:

@@ -1,8 +1,10 @@
 """Devices: the byte stores that physical volumes live on.
 
-One interface, :class:`Device`, for image files (sparse files created on demand — the embedded
-default) and block devices (``/dev/sdX``, ``/dev/loopN``) opened with ``O_DIRECT``. The simulated
-disks of the disk-model issue implement the same interface.
+One base, :class:`Device`, for image files (sparse files created on demand — the embedded
+default) and block devices (``/dev/sdX``, ``/dev/loopN``) opened with ``O_DIRECT``; the simulated
+disks (``traxfs.volume.simdevice``), the overlay and the power-loss wrapper derive from it too.
+It implements the whole device contract (``traxfs.volume.contract``), with plain versions of the
+calls a subclass may do better.
 
 Block devices are read and written through page-aligned ``mmap`` buffers because ``O_DIRECT``
 requires the buffer, offset and length to be multiples of the logical block size; a request that
@@ -41,7 +43,7 @@ def _advance(views: list[memoryview], n: int) -> list[memoryview]:
 
 
 class Device(ABC):
-    """A fixed-size array of bytes with read, write and flush.
+    """A fixed-size array of bytes with read, write and flush (``DeviceContract``).
 
     ``path`` names the device in every error; ``size`` is in bytes; ``block_size`` is the
     smallest unit the device writes atomically as far as this layer assumes (512 or 4096).
@@ -90,6 +92,22 @@ class Device(ABC):
     def refuse_direct(self) -> None:
         """The descriptor of :meth:`direct_sync_fd` refused a write (``EINVAL``): stop offering it."""
         return  # (a device without one has nothing to stop)
+
+    def read_copies(self, offset: int, length: int) -> list[tuple[int, bytes]]:
+        """Every copy of the bytes: a single device holds one (copy 0)."""
+        return [(0, self.read(offset, length))]
+
+    def repair_copy(self, leg: int, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Rewrite copy ``leg``: a single device has only copy 0, its bytes."""
+        if leg != 0:
+            raise DeviceError(f"{self.path}: no copy {leg} (a single device holds one copy, 0)")
+        self.write(offset, data)
+
+    def boundaries(self, lbn: int) -> tuple[int, int]:
+        """The efficient extent around sector ``lbn``: without a known geometry, the sector
+        alone (nothing to align to)."""
+        self._check(lbn * SECTOR, SECTOR)
+        return lbn, 1
 
     @abstractmethod
     def close(self) -> None: ...

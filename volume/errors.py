@@ -1,7 +1,7 @@
 """Errors of the volume manager.
 
 Every error names the device or object it is about, so that an operator reading the message
-knows what to look at (SPEC §6: a clear error that names the damage).
+knows what to look at, and what is damaged.
 """
 
 

@@ -1,6 +1,7 @@
-"""An open logical volume: the interface upper layers use (SPEC §2).
+"""An open logical volume: the interface upper layers use.
 
-I/O is in bytes (``read(offset, length)``, ``write(offset, data)``, ``flush()``); the Atropos
+I/O is in bytes: the whole device contract (``traxfs.volume.contract``: ``read``, ``readinto``,
+``write``, ``writev``, ``flush``, ``write_durable``, the mirror's copies ...); the Atropos
 calls are in LBNs of 512 bytes (``boundaries``, ``rectangle``, ``equivalent``, ``parallelism``,
 ``mode_sense``), as the paper's stub library has them. On flat devices these answer honestly:
 ``w`` is the stripe unit, ``p`` the number of stripes, and a block's semi-sequential set is
@@ -55,11 +56,14 @@ class Request:
 
 
 class OpenLogicalVolume:
+    """A logical volume open for I/O: implements the device contract (``DeviceContract``)."""
+
     def __init__(self, vg: VolumeGroupMeta, lv: LogicalVolume, devices: dict[str, Device | None],
                  on_leg_failure: Callable[[int, Exception], None] | None = None, clock: SimClock | None = None):
         """``clock``: the simulated clock to put the modelled disks on (the group shares one
         between its open volumes); a new one if None and the volume has modelled disks."""
         self.vg_name, self.name, self.meta = vg.name, lv.name, lv
+        self.path = f"{vg.name}/{lv.name}"  # names the volume in messages, as a device's path does
         self.devices = devices
         self.clock = clock
         self._predictors: dict[str, HeadPredictor] = {}
@@ -85,6 +89,9 @@ class OpenLogicalVolume:
                 raise MetadataError(f"{vg.name}/{self.name}: leg {short[0]} holds {self.legs[short[0]].size} of "
                                     f"the volume's {self.meta.size} bytes (its devices' tracks changed?)")
         self.size = self.meta.size
+        # a write may tear at the largest sector of any device under the volume
+        self.block_size = max([SECTOR] + [d.block_size for pv in self.meta.pvs()
+                                          if (d := self.devices.get(pv)) is not None])
         self._attach_models()
 
     def _attach_models(self) -> None:
@@ -158,8 +165,14 @@ class OpenLogicalVolume:
             if settle and self.clock is not None:
                 self.clock.settle()
 
-    def readinto(self, offset: int, buf: memoryview) -> None:
-        self._check(offset, len(buf))
+    def readinto(self, offset: int, views: list[memoryview]) -> None:
+        """Fill ``views`` from consecutive bytes starting at ``offset`` (vectored read)."""
+        self._check(offset, sum(len(v) for v in views))
+        for view in views:
+            self._read_one(offset, view)
+            offset += len(view)
+
+    def _read_one(self, offset: int, buf: memoryview) -> None:
         legs = self.readable_legs()
         if not legs:
             raise DeviceError(f"{self.vg_name}/{self.name}: no complete, in-sync copy is available")
@@ -175,7 +188,8 @@ class OpenLogicalVolume:
 
     def read(self, offset: int, length: int) -> bytes:
         buf = bytearray(length)
-        self.readinto(offset, memoryview(buf))
+        self._check(offset, length)
+        self._read_one(offset, memoryview(buf))
         return bytes(buf)
 
     def read_copies(self, offset: int, length: int) -> list[tuple[int, bytes]]:
@@ -220,6 +234,13 @@ class OpenLogicalVolume:
             if self.clock is not None:
                 self.clock.settle()
 
+    def writev(self, offset: int, views: list[memoryview]) -> None:
+        """Write ``views`` to consecutive bytes starting at ``offset`` (vectored write)."""
+        self._check(offset, sum(len(v) for v in views))
+        for view in views:
+            self.write(offset, view)
+            offset += len(view)
+
     def write_durable(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Write and make durable these bytes only (the engine's log appends): each device gets
         its runs through its own ``write_durable`` (``O_DIRECT|O_DSYNC`` on image files) instead
@@ -247,6 +268,15 @@ class OpenLogicalVolume:
             dev = self.devices.get(pv)
             if dev is not None:
                 dev.flush()
+
+    def direct_sync_fd(self) -> None:
+        """None: a volume spreads its bytes over devices, so no one descriptor writes them
+        (:meth:`write_durable` gives each device's runs to that device's own durable write)."""
+        return None
+
+    def refuse_direct(self) -> None:
+        """Nothing to stop: :meth:`direct_sync_fd` offers no descriptor."""
+        return
 
     # ----- the Atropos interface (LBN = 512-byte sector) ----------------------------------------
     def _lbn(self, lbn: int) -> int:

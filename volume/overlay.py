@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import threading
 
-from traxfs.volume.device import Device
-
-SECTOR = 512
+from traxfs.volume.contract import DeviceContract
+from traxfs.volume.device import SECTOR, Device
 
 
 class OverlayDevice(Device):
-    def __init__(self, inner: Device):
+    def __init__(self, inner: DeviceContract):
         self.inner = inner
-        self.path = getattr(inner, "path", None) or repr(inner)  # messages name the device itself
+        self.path = inner.path  # messages name the device itself
         self.size = inner.size
-        self.block_size = getattr(inner, "block_size", SECTOR)
+        self.block_size = inner.block_size
         self._sectors: dict[int, bytes] = {}
         self._lock = threading.Lock()
 
@@ -53,15 +52,17 @@ class OverlayDevice(Device):
                 self._sectors[s] = bytes(base[i * SECTOR : (i + 1) * SECTOR])
 
     def read_copies(self, offset: int, length: int) -> list[tuple[int, bytes]]:
-        """The device underneath's copies (a mirror's legs), each seen through the overlay;
-        one copy if the device has no others."""
-        inner = getattr(self.inner, "read_copies", None)
-        copies = inner(offset, length) if inner is not None else [(0, self.inner.read(offset, length))]
-        return [(leg, self._overlaid(offset, data)) for leg, data in copies]
+        """The device underneath's copies (a mirror's legs), each seen through the overlay."""
+        self._check(offset, length)
+        return [(leg, self._overlaid(offset, data)) for leg, data in self.inner.read_copies(offset, length)]
 
     def repair_copy(self, leg: int, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Held in memory like any write: every copy then reads as ``data``."""
         self.write(offset, data)
+
+    def boundaries(self, lbn: int) -> tuple[int, int]:
+        """The device underneath's geometry: what is planned here is planned as for it."""
+        return self.inner.boundaries(lbn)
 
     def flush(self) -> None:
         """Nothing reaches the device underneath."""

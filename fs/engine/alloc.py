@@ -1,4 +1,4 @@
-"""Allocation of pages and regions (Stasis §1.9), from bitmap pages.
+"""Allocation of pages and regions, from bitmap pages.
 
 One bit per page in the allocation maps (pages 1..k, and for an engine grown later one map at
 the first page of each further range: ``Engine.map_page``). Allocating sets bits with logged,
@@ -198,6 +198,15 @@ class Allocator:
     def free_page(self, tx: Transaction, pid: int) -> None:
         self.free_region(tx, pid, 1)
 
+    def allocated(self) -> list[int]:
+        """Every allocated page, ascending, from the maps read through the buffer."""
+        out: list[int] = []
+        for m in range(self.e.nmaps):
+            first = m * self.bits_per_map
+            out += set_bits(self._bitmap(self.e.map_page(m)), first,
+                            min(self.bits_per_map, self.e.sb.page_count - first))
+        return out
+
     def free_count(self) -> int:
         total = 0
         for m in range(self.e.nmaps):
@@ -205,3 +214,17 @@ class Allocator:
             used = (int.from_bytes(self._bitmap(self.e.map_page(m)), "little") & ((1 << pages) - 1)).bit_count()
             total += pages - used
         return total
+
+
+def set_bits(body: bytes | bytearray, first: int, limit: int) -> list[int]:
+    """The pages an allocation map's bitmap ``body`` marks allocated (a map covering pages
+    ``first ..``, ``limit`` of them)."""
+    value, out = int.from_bytes(body, "little"), []
+    while value:
+        low = value & -value
+        bit = low.bit_length() - 1
+        if bit >= limit:
+            break
+        out.append(first + bit)
+        value ^= low
+    return out

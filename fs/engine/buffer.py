@@ -1,7 +1,7 @@
 """The buffer manager: page frames in memory, pins, latches, the dirty page table, write-back.
 
 * **Pins** count users of a frame; a pinned frame is never evicted. There is no pin or latch
-  ordering rule (Stasis §1.3): any thread may pin any number of pages.
+  ordering rule (as in Stasis): any thread may pin any number of pages.
 * **Latches** (one re-entrant lock per frame) protect a page's bytes while an operation reads or
   changes them.
 * **Dirty page table**: a dirty frame remembers ``rec_lsn``, the first LSN that dirtied it since

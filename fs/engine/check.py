@@ -9,14 +9,15 @@ holds the current pages, then
    begin with anything, the page magic included): checksum, magic/version, the page's own number (misdirected
    writes), and that its type is a known :class:`PageType`. An allocated page that carries no
    page magic at all (all zeros, or bytes without the ``TX`` magic) is taken to be *raw data* —
-   large objects are written to allocated regions without page headers (SPEC §3) — and is a
-   problem only if a structure claims it;
+   large objects (file data) are written to allocated regions without page headers
+   (``engine.raw``) — and is a problem only if a structure claims it;
 2. walks the catalog (page 0). **Naming convention:** a root named ``KIND:NAME`` holds the
    header page of a structure of that kind — ``btree:``, ``hash:`` (linear hash), ``array:``
    (array list), ``list:`` (linked list); value 0 means "dropped". Each kind's checker (registered
    by its module with :func:`register_checker`) verifies the structure and reports the pages it
    owns. Roots of kinds nobody registered are listed in ``unchecked`` but are not problems
-   (other layers keep their own roots);
+   (other layers keep their own roots). The structures register their checkers when their
+   modules are imported: a caller that wants them checked imports them first;
 3. cross-checks: every page a structure owns must be allocated, verified and owned once; with
    ``leaks=True``, allocated pages that carry a page header but belong to no structure (nor to
    the engine: catalog, maps, nor to ``extra_pages``) are reported as leaked. Leaks are off by
@@ -30,6 +31,7 @@ import struct
 from collections.abc import Callable, Collection, Iterable
 
 from traxfs.fs.engine import slotted
+from traxfs.fs.engine.alloc import set_bits
 from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageCorrupt, PageType, verify
 
 # kind -> fn(engine, header_pid, pages_out: set) -> list of problems
@@ -40,17 +42,20 @@ _CHUNK = 64  # pages per raw read
 
 
 def register_checker(kind: str, fn: Checker) -> None:
+    """Check the structures whose catalog roots are named ``kind:...`` with ``fn``."""
     CHECKERS[kind] = fn
 
 
-def _allocated(engine) -> tuple[list[int], list[tuple[int, str]]]:
-    """Allocated pages, read raw from the maps; and (map page, damage) for every map that could
-    not be read (its pages are missing from the list)."""
+def allocated_pages(engine) -> tuple[list[int], list[tuple[int, str]]]:
+    """Allocated pages, ascending, read raw from the maps on the device (the buffer written
+    back first); and (map page, damage) for every map that could not be read (its pages are
+    missing from the list)."""
+    engine.write_back()
     probs, out = [], []
     bits = (PAGE_SIZE - _MAP_HEADER) * 8
     for m in range(engine.nmaps):
         pid = engine.map_page(m)
-        raw = engine.dev.read(engine.sb.pages_offset + pid * PAGE_SIZE, PAGE_SIZE)
+        raw = engine.raw.read(pid * PAGE_SIZE, PAGE_SIZE)
         try:
             verify(raw, pid, "allocation map ")
         except PageCorrupt as ex:
@@ -59,25 +64,11 @@ def _allocated(engine) -> tuple[list[int], list[tuple[int, str]]]:
         if raw[3] != PageType.ALLOC_MAP:
             probs.append((pid, f"allocation map page {pid}: type {raw[3]}"))
             continue
-        out += _set_bits(raw[_MAP_HEADER:], m * bits, min(bits, engine.sb.page_count - m * bits))
+        out += set_bits(raw[_MAP_HEADER:], m * bits, min(bits, engine.page_count - m * bits))
     return out, probs
 
 
-def _set_bits(body: bytes | bytearray, first: int, limit: int) -> list[int]:
-    """The pages an allocation map's bitmap marks allocated (map covering pages ``first..``,
-    ``limit`` of them)."""
-    value, out = int.from_bytes(body, "little"), []
-    while value:
-        low = value & -value
-        bit = low.bit_length() - 1
-        if bit >= limit:
-            break
-        out.append(first + bit)
-        value ^= low
-    return out
-
-
-def _runs(pids: list[int]) -> Iterable[tuple[int, int]]:
+def page_runs(pids: list[int]) -> Iterable[tuple[int, int]]:
     """Consecutive runs (first, count) of sorted page numbers, at most _CHUNK long."""
     i = 0
     while i < len(pids):
@@ -104,17 +95,13 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
                  reported: Collection[int] = (), skip_roots: Collection[str] = ()) -> list[str]:
     """``reported``: damaged pages the caller has reported already (not repeated here);
     ``skip_roots``: catalog names whose structures the caller knows to be damaged."""
-    import traxfs.fs.struct  # noqa: F401  (registers the structures' checkers)
-
     probs: list[str] = []
-    engine.buffer.write_back()
-    allocated, map_probs = _allocated(engine)
+    allocated, map_probs = allocated_pages(engine)
     probs += [text for pid, text in map_probs if pid not in reported]
     good: set[int] = set()  # allocated pages that verified as pages
     raw_data: set[int] = set()  # allocated, no page magic: raw extents (or never formatted)
-    base = engine.sb.pages_offset
-    for first, count in _runs(allocated):
-        blob = engine.dev.read(base + first * PAGE_SIZE, count * PAGE_SIZE)
+    for first, count in page_runs(allocated):
+        blob = engine.raw.read(first * PAGE_SIZE, count * PAGE_SIZE)
         for k in range(count):
             pid = first + k
             raw = blob[k * PAGE_SIZE : (k + 1) * PAGE_SIZE]

@@ -1,7 +1,7 @@
 """The engine façade: format, open (with recovery), transactions, checkpoints, shutdown.
 
-Device layout (one engine per device — an image file, a logical volume, anything with
-``read``/``write``/``flush``/``size``)::
+Device layout (one engine per device — anything that keeps the device contract,
+``traxfs.volume.contract``: an image file, a block device, a logical volume)::
 
     [0, 8 KiB)                 superblock, two copies
     [8 KiB, 8 KiB + log_size)  the circular log
@@ -13,6 +13,27 @@ Device layout (one engine per device — an image file, a logical volume, anythi
 
 ``update(tx, page, opcode, payload)`` is Stasis' ``Tupdate``: latch the page, append the log
 record, run the operation's redo as the forward action, stamp the page LSN, mark it dirty.
+
+**The public face** — what the structures and the filesystem use; everything else (the buffer,
+the log manager, the log store, the allocator) is the engine's own:
+
+* lifecycle: ``format``, ``open``, ``checkpoint``, ``close``, ``unclean_shutdown``;
+* transactions: ``begin``, ``update``/``apply``, ``lock``, ``commit``/``soft_commit``, ``abort``,
+  nested top actions (``nta_begin``/``nta_end``), savepoints (``rollback_to``), ``compensate``,
+  ``active_transactions``;
+* pages: ``page(pid)`` (pinned and latched), the catalog of named roots (``get_root``/``set_root``),
+  records on pages (``records``: Stasis' ``Talloc``/``Tdealloc``), ``write_unlogged`` (bulk
+  loads), ``write_back``, the engine's own pages (``engine_pages``, ``map_page``, ``nmaps``);
+* space: ``alloc_region``, ``alloc_at``, ``free_region``, ``free_region_after_durable``,
+  ``free_page``, ``is_allocated``, ``free_pages``, ``quarantined_pages``, ``pages_in_use``,
+  ``page_count``, ``first_data_page``;
+* raw data pages: ``raw`` (:class:`~traxfs.fs.engine.raw.RawPages`: bytes written outside the log);
+* durability: ``make_durable``, ``next_lsn``, log barriers (``add_log_barrier``);
+* damage and state: ``note_damage``/``clear_damage``, ``damage``, ``crashed``, ``sb`` (the
+  superblock as last written: read it, never write it), ``stats``.
+
+The structures' operations are registered in ``traxfs.fs.engine.opcodes`` when their modules are
+imported; an engine whose log may hold them is opened after that import.
 """
 
 from __future__ import annotations
@@ -22,16 +43,19 @@ import logging
 import os
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
-from traxfs.fs.engine import opcodes, slotted
+from traxfs.fs.engine import opcodes, slotted, undo
 from traxfs.fs.engine.buffer import BufferManager, Frame, PinnedPage
 from traxfs.fs.engine.locks import LockManager, X
 from traxfs.fs.engine.logmanager import Durability, GroupCommitPolicy, LogManager
-from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, RecType
+from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, LogRecord, RecType
 from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
 from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal, set_page_lsn
-from traxfs.fs.engine.recovery import recover, rollback
+from traxfs.fs.engine.raw import RawPages
+from traxfs.fs.engine.recovery import RecoveryReport, recover
 from traxfs.fs.engine.superblock import (
     SUPER_AREA,
     Superblock,
@@ -40,6 +64,7 @@ from traxfs.fs.engine.superblock import (
     write_superblock,
 )
 from traxfs.fs.engine.xact import NestedTopAction, Transaction, TransactionError, TxState
+from traxfs.volume.contract import DeviceContract
 
 BITS_PER_MAP = (PAGE_SIZE - 32) * 8
 CATALOG_PAGE = 0
@@ -56,7 +81,7 @@ def mib_text(n: int) -> str:
     return f"{n / (1 << 20):.0f} MiB" if n % (1 << 20) == 0 else f"{n} bytes"
 
 
-def check_device_size(dev, sb: Superblock, name: str) -> None:
+def check_device_size(dev: DeviceContract, sb: Superblock, name: str) -> None:
     """Refuse a device that cannot hold the engine its superblock describes: every page past
     its end would read as an error, and writes there would fail or extend it with holes."""
     if sb.log_offset + sb.log_size > sb.pages_offset:
@@ -77,7 +102,7 @@ def _log_buffer_factory(kind: str):
 class Engine:
     # ----- creating and opening -----------------------------------------------------------------
     @staticmethod
-    def format(dev, *, log_size: int = 64 << 20, name: str = "engine") -> Superblock:
+    def format(dev: DeviceContract, *, log_size: int = 64 << 20, name: str = "engine") -> Superblock:
         """Lay out an empty engine on ``dev`` (not logged: nothing else is on it yet)."""
         log_size -= log_size % 4096
         pages_offset = -(-(SUPER_AREA + log_size) // (1 << 20)) * (1 << 20)
@@ -107,11 +132,15 @@ class Engine:
         sb = write_superblock(dev, sb)
         return write_superblock(dev, sb)  # both copies valid from the start
 
-    def __init__(self, dev, sb: Superblock, *, name: str, buffer_pages: int, policy: GroupCommitPolicy | None,
-                 log_buffer: str):
+    def __init__(self, dev: DeviceContract, sb: Superblock, *, name: str, buffer_pages: int,
+                 policy: GroupCommitPolicy | None, log_buffer: str):
         self.dev, self.sb, self.name = dev, sb, name
         self.store = LogStore(dev, sb.log_offset, sb.log_size, sb.log_id)
         self.buffer = BufferManager(dev, sb.pages_offset, sb.page_count, self._force_log, capacity=buffer_pages)
+        # ``with engine.page(pid) as frame``: pin and latch a page for reading (or for a sequence
+        # of updates that must be atomic). A partial, not a method: a B+tree lookup makes several
+        self.page: Callable[[int], PinnedPage] = partial(PinnedPage, self.buffer)
+        self.raw = RawPages(dev, sb.pages_offset, sb.page_count, self._claim_raw, name)
         self.locks = LockManager()
         self.log: LogManager | None = None
         self._policy, self._log_buffer = policy, log_buffer
@@ -128,6 +157,7 @@ class Engine:
         self.crashed = bool(sb.in_use)  # the last stop was not a clean close (version 1: unknown, False)
         self.closed = False
         self.checkpoint_error: str | None = None
+        self.recovery = RecoveryReport()
         from traxfs.fs.engine.alloc import Allocator
         from traxfs.fs.engine.record_store import RecordAllocator
 
@@ -135,23 +165,42 @@ class Engine:
         self.records = RecordAllocator(self)  # Talloc / Tdealloc (traxfs.fs.engine.record_store)
 
     @classmethod
-    def open(cls, dev, *, name: str = "engine", buffer_pages: int = 4096, policy: GroupCommitPolicy | None = None,
-             log_buffer: str = "mutex") -> Engine:
-        """Open an engine, running recovery (analysis, redo, undo) and a checkpoint."""
-        import traxfs.fs.struct  # noqa: F401  (registers the structures' opcodes: recovery may run their undos)
+    def open(cls, dev: DeviceContract, *, name: str = "engine", buffer_pages: int = 4096,
+             policy: GroupCommitPolicy | None = None, log_buffer: str = "mutex", record_damage: bool = True) -> Engine:
+        """Open an engine, running recovery (analysis, redo, undo) and a checkpoint.
 
+        The operations of every structure the log may hold must be registered first (their
+        modules imported): recovery refuses a record whose opcode nobody registered, before it
+        changes anything. ``record_damage=False``: a page found damaged from here on is an error
+        to the reader only, not recorded in the superblock (a look before a mount; fsck)."""
         sb = read_superblock(dev, name)
         check_device_size(dev, sb, name)
         eng = cls(dev, sb, name=name, buffer_pages=buffer_pages, policy=policy, log_buffer=log_buffer)
-        eng.recovery = recover(eng)
-        # from here on a page that fails verification is damage, not a torn write redo repairs
-        eng.buffer.on_corrupt = eng.note_damage
+        found = recover(eng.store, eng.buffer, sb, name)
+        eng._start_log(found.end_lsn, found.max_xid)
+        found.report.undone = eng._undo_losers(found.losers)
+        eng.checkpoint()
+        eng.recovery = found.report
+        if record_damage:
+            # from here on a page that fails verification is damage, not a torn write redo repairs
+            eng.buffer.on_corrupt = eng.note_damage
         eng._checkpointer = threading.Thread(target=eng._checkpoint_loop, name="checkpointer", daemon=True)
         eng._checkpointer.start()
         return eng
 
+    def _undo_losers(self, losers: list[Transaction]) -> int:
+        """Recovery's undo: log an ABORT for each loser that had none, roll them all back (one
+        backward sweep), log each one's END. Returns the records undone."""
+        for tx in losers:
+            if tx.state is TxState.ACTIVE:
+                self._append(tx, RecType.ABORT, new_state=TxState.ABORTING)
+        self.log.flush_all()  # undo reads each chain back from the log
+        undone = undo.undo_all(self, losers, lambda tx: self._append(tx, RecType.END))
+        self.log.flush_all()
+        return undone
+
     def _start_log(self, end_lsn: int, max_xid: int) -> None:
-        """Called by recovery once the log's end is known: new epoch, then the log manager."""
+        """Once recovery found the log's end: new epoch, then the log manager."""
         self._write_sb(epoch=self.sb.epoch + 1, in_use=1)
         self.log = LogManager(self.store, end_lsn, self.sb.epoch, _log_buffer_factory(self._log_buffer),
                               policy=self._policy, on_pressure=self._ckpt_requested.set)
@@ -197,6 +246,40 @@ class Engine:
     def _force_log(self, lsn: int) -> None:
         if self.log is not None:
             self.log.force(lsn)
+
+    @property
+    def page_count(self) -> int:
+        """Pages in the page area (the catalog and the maps included)."""
+        return self.sb.page_count
+
+    @property
+    def first_data_page(self) -> int:
+        """The first page after the catalog and the allocation maps laid out at format."""
+        return self.alloc.first_data
+
+    # ----- durability ---------------------------------------------------------------------------
+    def make_durable(self, upto: int | None = None) -> None:
+        """Return once every record appended so far (or up to LSN ``upto``) is on disk; raises
+        :class:`~traxfs.fs.engine.logmanager.LogClosed` if the engine stopped first."""
+        self.log.force(self.log.reserved() if upto is None else upto)
+
+    def next_lsn(self) -> int:
+        """The LSN the next log record will get: newer than every record so far (the page LSN
+        of pages written outside the log, ``write_unlogged``)."""
+        return self.log.reserved()
+
+    def add_log_barrier(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` before every log write, after the records to write are chosen: whoever
+        writes bytes outside the log that its records describe (file data) makes them durable
+        there. Every barrier added runs."""
+        self.log.add_barrier(fn)
+
+    def remove_log_barrier(self, fn: Callable[[], None]) -> None:
+        self.log.remove_barrier(fn)
+
+    def log_record(self, lsn: int) -> LogRecord:
+        """Read back the record at ``lsn`` (on an undo chain; durable: ``make_durable`` first)."""
+        return self.store.read_record(lsn)
 
     # ----- transactions -------------------------------------------------------------------------
     def begin(self) -> Transaction:
@@ -260,18 +343,28 @@ class Engine:
         tx.require_active()
         return self.apply(tx, pid, opcode, payload, fresh=fresh)
 
-    def claim_raw(self, first: int, count: int) -> None:
-        """Pages ``first .. first+count-1`` (just allocated) are about to receive raw bytes
-        written outside the log. Their frames are dropped, and a RAW_CLAIM record tells redo to
-        drop what it rebuilt of them from older records: otherwise a crash could write a freed
-        structure page back over file data (the problem ext3's revoke records solve)."""
+    def _claim_raw(self, first: int, count: int) -> None:
+        """``raw.claim``: pages ``first .. first+count-1`` (just allocated) are about to receive
+        raw bytes written outside the log. Their frames are dropped, and a RAW_CLAIM record tells
+        redo to drop what it rebuilt of them from older records: otherwise a crash could write a
+        freed structure page back over file data (the problem ext3's revoke records solve)."""
         self.buffer.discard_range(first, count)
         self.log.append(RecType.RAW_CLAIM, payload=RAW_CLAIM.pack(first, count))
 
-    def page(self, pid: int) -> PinnedPage:
-        """``with engine.page(pid) as frame``: pin and latch a page for reading (or for a
-        sequence of updates that must be atomic)."""
-        return PinnedPage(self.buffer, pid)
+    def write_unlogged(self, first: int, images: bytes | bytearray) -> None:
+        """Stasis' logging opt-out for bulk loads: write whole page images (built in memory with
+        page LSN :meth:`next_lsn` and sealed) straight to pages ``first ..`` that the caller's
+        transaction has just allocated, and make them durable. Only the allocation and the
+        records that make the pages reachable are logged; if the transaction aborts or never
+        commits, the allocation is undone and the bytes are garbage in free space. The page LSN,
+        newer than any record of the pages' previous lives, keeps redo from replaying those."""
+        self.buffer.discard_range(first, len(images) // PAGE_SIZE)
+        self.raw.write(first * PAGE_SIZE, bytes(images))
+        self.raw.flush()  # durable before anything logged refers to them
+
+    def write_back(self) -> None:
+        """Write every dirty page to the device: a reader of the device then sees them all."""
+        self.buffer.write_back()
 
     def nta_begin(self, tx: Transaction) -> NestedTopAction:
         tx.require_active()
@@ -285,7 +378,12 @@ class Engine:
             opcodes.lookup(undo_opcode)
             self._append(tx, RecType.LOGICAL, NO_PAGE, undo_opcode, nta.start_lsn, undo_payload)
         else:
-            self._append(tx, RecType.DUMMY_CLR, undo_next=nta.start_lsn)
+            self.compensate(tx, nta.start_lsn)
+
+    def compensate(self, tx: Transaction, undo_next: int) -> None:
+        """Append a compensation record to ``tx``'s chain: an undo of ``tx`` continues at
+        ``undo_next``, skipping what lies between (a nested top action, or an inverse already run)."""
+        self._append(tx, RecType.DUMMY_CLR, undo_next=undo_next)
 
     def lock(self, tx: Transaction, key, mode: str = X) -> None:
         tx.require_active()
@@ -323,12 +421,20 @@ class Engine:
         if tx.first_lsn:
             self._append(tx, RecType.ABORT, new_state=TxState.ABORTING)
             self.log.flush_all()  # the undo chain is read back from the log
-            rollback(self, tx, tx.last_lsn)
+            undo.rollback(self, tx)
             self._append(tx, RecType.END)
         for hook in tx.on_abort:
             hook(tx)
         self._end(tx, TxState.ENDED)
         self.locks.release_all(tx.xid)
+
+    def rollback_to(self, tx: Transaction, lsn: int) -> None:
+        """Undo ``tx``'s changes logged after ``lsn`` (a savepoint: ``tx.last_lsn`` when it was
+        taken), writing CLRs as an abort does; ``tx`` goes on in the state it is in."""
+        state = tx.state
+        self.log.flush_all()  # the undo chain is read back from the log
+        undo.rollback(self, tx, stop_lsn=lsn)
+        tx.state = state  # the undo of a logical record leaves the transaction ABORTING
 
     def _end(self, tx: Transaction, state: TxState) -> None:
         tx.state = state
@@ -338,6 +444,45 @@ class Engine:
     def active_transactions(self) -> list[Transaction]:
         with self._xact_lock:
             return list(self._xacts.values())
+
+    # ----- space --------------------------------------------------------------------------------
+    def alloc_region(self, tx: Transaction, count: int, align: int = 1) -> int:
+        """Allocate ``count`` contiguous pages whose first is a multiple of ``align``; returns it
+        (:class:`~traxfs.fs.engine.alloc.NoSpace` if there is no such run)."""
+        return self.alloc.alloc_region(tx, count, align)
+
+    def alloc_at(self, tx: Transaction, first: int, count: int) -> bool:
+        """Allocate exactly pages ``first .. first+count-1`` if all are free; False (nothing
+        changed) otherwise."""
+        return self.alloc.alloc_at(tx, first, count)
+
+    def free_region(self, tx: Transaction, first: int, count: int) -> None:
+        """Free pages when ``tx`` commits (reusable once its commit record is in the log)."""
+        self.alloc.free_region(tx, first, count)
+
+    def free_region_after_durable(self, tx: Transaction, first: int, count: int) -> None:
+        """Free pages when ``tx`` commits, reusable only once that commit is durable: for pages
+        holding bytes written outside the log."""
+        self.alloc.free_region_after_durable(tx, first, count)
+
+    def free_page(self, tx: Transaction, pid: int) -> None:
+        self.alloc.free_page(tx, pid)
+
+    def is_allocated(self, pid: int) -> bool:
+        return self.alloc.is_allocated(pid)
+
+    def free_pages(self) -> int:
+        """Pages free in the allocation maps."""
+        return self.alloc.free_count()
+
+    def quarantined_pages(self) -> int:
+        """Pages freed whose release waits for the freeing commit (to be logged or durable)."""
+        return self.alloc.quarantined_pages()
+
+    def pages_in_use(self) -> list[int]:
+        """Every allocated page, ascending, from the allocation maps read through the buffer
+        (a map page whose copy is damaged is served from a good one of a mirror)."""
+        return self.alloc.allocated()
 
     # ----- catalog: named roots -----------------------------------------------------------------
     def get_root(self, name: str) -> int | None:

@@ -1,10 +1,10 @@
 """The lock manager: shared/exclusive locks on arbitrary keys, with deadlock detection.
 
-Stasis leaves locking to applications and its author regretted it (§1.8); traxfs ships one.
+Stasis leaves locking to applications and its author regretted it; traxfs ships one.
 Locks are held by transaction ids. A request that cannot be granted waits; before waiting, the
 waits-for graph is searched for a cycle through the requester, and if there is one the
-requester is the victim (:class:`Deadlock`; the caller aborts it). Early lock release (Aether
-§2) is the engine's business: it calls :meth:`release_all` as soon as the commit record is in
+requester is the victim (:class:`Deadlock`; the caller aborts it). Early lock release (Aether's
+ELR: a transaction's locks go once its commit record is in the log) is the engine's business: it calls :meth:`release_all` as soon as the commit record is in
 the log buffer, before it is durable.
 """
 

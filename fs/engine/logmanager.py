@@ -4,7 +4,7 @@ Inserting a record reserves its LSN in the log buffer (``traxfs.ext.logbuffer``:
 consolidation array with decoupled fill, Aether's "CD", or the single-mutex baseline). One
 daemon thread owns all log I/O. It sleeps until the group-commit policy says to flush — X
 commits waiting, L bytes unflushed, or T seconds since the first waiter, whichever comes first
-(Aether §3) — or until someone forces the log; then it writes everything released so far with
+(Aether's group commit) — or until someone forces the log; then it writes everything released so far with
 one write and one fsync, advances ``durable_lsn`` and wakes exactly the waiters it satisfied.
 
 Flush pipelining: ``commit`` returns a :class:`Durability` handle instead of blocking. A thread
@@ -76,10 +76,9 @@ class LogManager:
         self._pressure_at = store.size // 4
         self._limit = store.size - min(1 << 18, store.size // 8)
         self._system_limit = store.size - (1 << 14)
-        # called by the flusher after it has chosen which records to write and before writing
-        # them: a caller that writes data outside the log (unlogged extents) flushes the device
-        # here, so no record can reach the disk before the data it describes (ordered mode)
-        self.before_write: Callable[[], None] | None = None
+        # log barriers (``add_barrier``), replaced as a whole when one is added or removed, so
+        # the flusher reads them without a lock
+        self._barriers: tuple[Callable[[], None], ...] = ()
         # one lock; the daemon waits on ``_daemon_cv``, which only work it must do itself
         # signals (soft commits, callbacks, stop). A committer that waits leads its own flush or
         # parks as a follower (``wait_durable``), so waking the daemon for it would only cost two
@@ -120,6 +119,24 @@ class LogManager:
 
     def reserved(self) -> int:
         return self.buffer.reserved()
+
+    # ----- log barriers -------------------------------------------------------------------------
+    def add_barrier(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` in every flush, after the records to write are chosen and before they
+        are written. A user that writes bytes outside the log (file data in unlogged extents)
+        flushes the device there, so no record reaches the disk before the bytes it describes
+        (ordered mode). Every barrier added runs, in the order added."""
+        with self._lock:
+            self._barriers = (*self._barriers, fn)
+
+    def remove_barrier(self, fn: Callable[[], None]) -> None:
+        """Stop calling ``fn`` (added by :meth:`add_barrier`); a flush running may still call it."""
+        with self._lock:
+            if fn not in self._barriers:
+                raise ValueError(f"log barrier {fn!r} was never added (or was removed already)")
+            barriers = list(self._barriers)
+            barriers.remove(fn)
+            self._barriers = tuple(barriers)
 
     # ----- durability ---------------------------------------------------------------------------
     def commit_handle(self, end_lsn: int, will_wait: bool = False) -> Durability:
@@ -271,8 +288,8 @@ class LogManager:
         if want > released:  # someone waits on a record still being filled: let it finish
             released = buffer.wait_released(want, 1.0)
         if released > start:
-            if self.before_write is not None:
-                self.before_write()
+            for barrier in self._barriers:
+                barrier()
             self.store.append_from(buffer, start, released)
             buffer.mark_flushed(released)
             stats = self.stats

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from traxfs.ext.logbuffer import DirectLogWriter
 from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
+from traxfs.volume.contract import DeviceContract
 
 SCAN_CHUNK = 1 << 20
 log = logging.getLogger("traxfs.engine")
@@ -22,15 +23,13 @@ FIRST_LSN = 4096  # where a freshly formatted log starts (LSN 0 means "none")
 
 
 class LogStore:
-    def __init__(self, dev, offset: int, size: int, seed: int):
+    def __init__(self, dev: DeviceContract, offset: int, size: int, seed: int):
         if size % 4096 or size < 1 << 20:
             raise ValueError(f"log region of {size} bytes: must be a multiple of 4096 and at least 1 MiB")
         self.dev, self.offset, self.size, self.seed = dev, offset, size, seed
         self.scan_stop = ""  # why the last scan ended where it did
         self._tail: tuple[int, bytes] = (-1, b"")  # (LSN of the last partial sector, its bytes)
-        # any object with read/write/flush/size will do; a volume Device adds write_durable
-        self._write_durable = getattr(dev, "write_durable", None)
-        self._sector = max(getattr(dev, "block_size", 512), 512)
+        self._sector = max(dev.block_size, 512)
         # the GIL-free path (``DirectLogWriter``), made at the first append when the device
         # offers an O_DIRECT|O_DSYNC descriptor; False: not offered, or refused once
         self._direct: object | None = None
@@ -40,7 +39,7 @@ class LogStore:
         ring to the device without the GIL when the device offers a direct descriptor
         (``traxfs.ext.logbuffer.DirectLogWriter``), otherwise through :meth:`append_durable`."""
         if self._direct is None:
-            fd = getattr(self.dev, "direct_sync_fd", lambda: None)()
+            fd = self.dev.direct_sync_fd()
             if fd is None or self.offset % self._sector or self._sector > 4096:
                 self._direct = False
             else:
@@ -54,7 +53,7 @@ class LogStore:
                 if e.errno != errno.EINVAL:  # a real I/O error: the caller must hear of it
                     raise
                 self._direct = False  # the filesystem wants another alignment: the Python path
-                getattr(self.dev, "refuse_direct", lambda: None)()
+                self.dev.refuse_direct()
         self.append_durable(start, buffer.read(start, end))
 
     def flush_path(self) -> str:
@@ -99,12 +98,7 @@ class LogStore:
             raise ValueError("write larger than the log region")
         view = memoryview(whole)
         for dev_off, n, at in self._spans(start, len(whole)):
-            if self._write_durable is not None:
-                self._write_durable(dev_off, view[at : at + n])
-            else:
-                self.dev.write(dev_off, view[at : at + n])
-        if self._write_durable is None:
-            self.dev.flush()
+            self.dev.write_durable(dev_off, view[at : at + n])
 
     def read(self, lsn: int, n: int) -> bytes:
         n = min(n, self.size)
@@ -134,10 +128,11 @@ class LogStore:
     def _record_from_copies(self, lsn: int, epoch: int) -> LogRecord | None:
         """The record at ``lsn`` from another copy of the log when the copy read failed its
         check (a mirror whose leg is damaged there): the first copy that decodes, written over
-        the copies that differ. None if there are no copies or none decodes — the log's end."""
-        if getattr(self.dev, "read_copies", None) is None:
+        the copies that differ. None if there is no other copy or none decodes — the log's end."""
+        heads = self._copies(lsn, HEADER_SIZE)
+        if len(heads) < 2:  # one copy: the read that failed was the only one there is
             return None
-        for leg, head in self._copies(lsn, HEADER_SIZE).items():
+        for leg, head in heads.items():
             need = peek_length(head[:8])
             if not HEADER_SIZE <= need <= self.size:
                 continue

@@ -1,4 +1,4 @@
-"""The operation registry: opcode → redo and undo (Stasis §1.6).
+"""The operation registry: opcode → redo and undo.
 
 A redo is an interpreter for its log payload: deterministic, reading only the payload and the
 page, and it is also the forward action (``Engine.update`` logs, then runs the redo). The undo
@@ -7,8 +7,11 @@ of a physical or physiological operation is another operation — the inverse �
 nested top actions: "remove the key I inserted") has no page; it is a function that performs
 ordinary logged operations.
 
-Opcodes below 100 are the engine's own; structures register theirs at import time, so recovery,
-which runs after imports, knows them all. An unknown opcode is an error that names it.
+Opcodes below 100 are the engine's own. The structures built on the engine register theirs
+(:func:`register`) when their module is imported, so whoever opens an engine whose log may hold
+them imports those modules first (the filesystem does: ``traxfs.fs.struct``). An opcode nobody
+registered is an error that names it; met in the log (:func:`for_record`), it also names the
+record, and recovery stops before changing anything.
 """
 
 from __future__ import annotations
@@ -54,6 +57,17 @@ def lookup(opcode: int) -> Operation:
         return REGISTRY[opcode]
     except KeyError:
         raise UnknownOperation(f"unknown operation opcode {opcode} (not registered)") from None
+
+
+def for_record(rec, where: str) -> Operation:
+    """The operation of log record ``rec`` of the engine ``where``; :class:`UnknownOperation`
+    naming the record when no module loaded registered its opcode."""
+    op = REGISTRY.get(rec.opcode)
+    if op is None:
+        raise UnknownOperation(f"{where}: log record {rec.lsn} uses opcode {rec.opcode} (unknown: the structure "
+                               "that wrote it is not loaded); import the module that registers it (for a "
+                               "filesystem, traxfs.fs.struct) before opening the engine")
+    return op
 
 
 # ----- byte ranges (physical) -----------------------------------------------------------------

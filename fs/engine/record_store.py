@@ -1,5 +1,5 @@
-"""Records: ``(page, slot)`` addresses on any page layout, and the record allocator (Stasis
-§1.4, §1.9: ``Tread``, ``Tset``, ``TrecordSize``, ``Talloc``, ``Tdealloc``).
+"""Records: ``(page, slot)`` addresses on any page layout, and the record allocator (Stasis'
+``Tread``, ``Tset``, ``TrecordSize``, ``Talloc``, ``Tdealloc``).
 
 **One layout interface.** ``read_record``, ``record_size`` and ``set_record`` look the page's type up in
 ``LAYOUTS`` and work the same on

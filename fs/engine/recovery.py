@@ -1,4 +1,4 @@
-"""ARIES recovery (Stasis §1.5): analysis, redo that repeats history, undo with CLRs.
+"""ARIES recovery, its first two passes: analysis, and redo that repeats history.
 
 * **Analysis** scans from the last checkpoint's begin record, rebuilding the transaction table
   (who committed, who was active) and the dirty page table (the first LSN that may not be on a
@@ -6,25 +6,31 @@
 * **Redo** repeats history for every transaction: from the smallest recLSN, each UPDATE or CLR
   whose page is in the dirty page table is applied if the page's LSN shows it is not there yet.
   Pages end up *coherent* (no torn state) but may hold losers' changes.
-* **Undo** rolls the losers back in one backward sweep (largest LSN first across all of them),
-  writing a CLR for each undone record; a CLR's ``undo_next`` skips what is already undone, so a
-  crash during recovery repeats no work. Logical undo records (closing nested top actions) run
-  their structure's inverse operation as a new nested top action.
 
-Live aborts use the same :func:`rollback` code, so the path recovery depends on runs every day.
+Neither pass writes to the log: :func:`recover` returns what the engine needs to go on — where
+the log ends, the largest transaction id seen, the losers (transactions neither committed nor
+ended) — and the engine starts its log there and rolls the losers back (``traxfs.fs.engine.undo``).
+
+Every record whose operation recovery may have to run is checked before anything changes: an
+opcode nobody registered (the structure that wrote it is not loaded) stops recovery with an
+error that names the record, before a page is redone or a record appended.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 from dataclasses import dataclass, field
 
 from traxfs.fs.engine import opcodes
+from traxfs.fs.engine.buffer import BufferManager
 from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, LogCorrupt, LogRecord, RecType
-from traxfs.fs.engine.logstore import FIRST_LSN
+from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
 from traxfs.fs.engine.page import PageCorrupt, set_page_lsn
+from traxfs.fs.engine.superblock import Superblock
 from traxfs.fs.engine.xact import Transaction, TxState
+
+_WITH_OPERATION = (RecType.UPDATE, RecType.CLR, RecType.LOGICAL)  # records that name an opcode
+_ON_PAGE = (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE)  # records redo applies to a page
 
 
 @dataclass
@@ -38,14 +44,26 @@ class RecoveryReport:
     log_end: str = ""  # why the log ends where it does (a torn tail after a crash is normal)
 
 
-def _redo(engine, rec: LogRecord) -> bool:
+@dataclass
+class Recovered:
+    """What analysis and redo leave for the engine: the log continues at ``end_lsn``, new
+    transactions are numbered after ``max_xid``, and ``losers`` must be rolled back (state
+    ACTIVE: its ABORT record is still to be written; ABORTING: it was aborting at the crash)."""
+
+    end_lsn: int
+    max_xid: int
+    losers: list[Transaction]
+    report: RecoveryReport
+
+
+def _redo(buffer: BufferManager, rec: LogRecord, name: str) -> bool:
     if rec.type == RecType.PAGE_IMAGE:
         # a readable page newer than the image keeps its contents (it may hold unlogged bulk
         # data written after a reuse); a torn, unreadable page is rebuilt from the image
         try:
-            f = engine.buffer.pin(rec.page)
+            f = buffer.pin(rec.page)
         except PageCorrupt:
-            f = engine.buffer.pin(rec.page, load=False)
+            f = buffer.pin(rec.page, load=False)
             f.data[:] = bytes(len(f.data))
         try:
             with f.latch:
@@ -53,65 +71,39 @@ def _redo(engine, rec: LogRecord) -> bool:
                     return False
                 f.data[:] = rec.payload.ljust(len(f.data), b"\0")
                 set_page_lsn(f.data, rec.end)
-                engine.buffer.mark_dirty(f, rec.lsn)
+                buffer.mark_dirty(f, rec.lsn)
                 return True
         finally:
-            engine.buffer.unpin(f)
-    op = opcodes.lookup(rec.opcode)
-    f = engine.buffer.pin(rec.page)
+            buffer.unpin(f)
+    op = opcodes.for_record(rec, name)
+    f = buffer.pin(rec.page)
     try:
         with f.latch:
             if f.lsn > rec.lsn:  # page LSN is the end LSN of the last record applied
                 return False
             op.redo(f.data, rec.payload)
             set_page_lsn(f.data, rec.end)
-            engine.buffer.mark_dirty(f, rec.lsn)
+            buffer.mark_dirty(f, rec.lsn)
             return True
     finally:
-        engine.buffer.unpin(f)
+        buffer.unpin(f)
 
 
-def undo_step(engine, tx: Transaction, rec: LogRecord) -> int:
-    """Undo one record of ``tx``; return the LSN of the next record to undo (0: done)."""
-    if rec.type == RecType.UPDATE:
-        op = opcodes.lookup(rec.opcode)
-        if rec.page != NO_PAGE:
-            if op.undo is None:
-                raise LogCorrupt(f"record {rec.lsn}: operation {op.name} cannot be undone")
-            opcode, payload = op.undo(rec.payload)
-            engine.apply(tx, rec.page, opcode, payload, RecType.CLR, undo_next=rec.prev_lsn)
-        return rec.prev_lsn
-    if rec.type == RecType.LOGICAL:
-        op = opcodes.lookup(rec.opcode)
-        if op.logical_undo is None:
-            raise LogCorrupt(f"record {rec.lsn}: operation {op.name} has no logical undo")
-        tx.state = TxState.ACTIVE  # the inverse operation runs like any other work of tx
-        op.logical_undo(engine, tx, rec.payload)
-        tx.state = TxState.ABORTING
-        # the inverse's records form a nested top action, closed by a CLR that also compensates
-        # the logical record: a crash inside the inverse undoes its partial physical changes and
-        # then finds the logical record again; after the CLR, undo skips straight past it
-        engine._append(tx, RecType.DUMMY_CLR, undo_next=rec.undo_next)
-        return rec.undo_next
-    if rec.type in (RecType.CLR, RecType.DUMMY_CLR):
-        return rec.undo_next
-    return rec.prev_lsn  # ABORT, BEGIN: nothing to undo
+def _check_losers_before(store: LogStore, xacts: dict[int, list], checked_from: int, name: str) -> None:
+    """Undo will run the operation of every record of every loser: check those analysis did not
+    scan (a loser that began before the checkpoint) so that an unknown one stops recovery now."""
+    oldest = min((first for first, _, _ in xacts.values()), default=checked_from)
+    if oldest >= checked_from:
+        return
+    for rec in store.scan(oldest):
+        if rec.lsn >= checked_from:
+            break
+        if rec.xid in xacts and rec.type in _WITH_OPERATION:
+            opcodes.for_record(rec, name)
 
 
-def rollback(engine, tx: Transaction, from_lsn: int) -> int:
-    """Undo ``tx`` from ``from_lsn`` back to its beginning; return records undone."""
-    n, lsn = 0, from_lsn
-    while lsn:
-        rec = engine.store.read_record(lsn)
-        if rec.xid != tx.xid:
-            raise LogCorrupt(f"undo chain of transaction {tx.xid} reached record {lsn} of transaction {rec.xid}")
-        lsn = undo_step(engine, tx, rec)
-        n += 1
-    return n
-
-
-def recover(engine) -> RecoveryReport:
-    sb, store = engine.sb, engine.store
+def recover(store: LogStore, buffer: BufferManager, sb: Superblock, name: str) -> Recovered:
+    """Analysis and redo over the log in ``store`` into ``buffer``; writes no log record."""
     rep = RecoveryReport(start_lsn=sb.checkpoint_lsn)
     xacts: dict[int, list] = {}  # xid -> [first_lsn, last_lsn, state]
     dpt: dict[int, int] = {}
@@ -135,6 +127,8 @@ def recover(engine) -> RecoveryReport:
                 dpt[int(pid)] = min(dpt.get(int(pid), rec_lsn), rec_lsn)
             max_xid = max(max_xid, doc["max_xid"])
             continue
+        if rec.type in _WITH_OPERATION:
+            opcodes.for_record(rec, name)
         if rec.xid:
             max_xid = max(max_xid, rec.xid)
             t = xacts.setdefault(rec.xid, [rec.lsn, rec.lsn, "active"])
@@ -144,51 +138,33 @@ def recover(engine) -> RecoveryReport:
                 ended.add(rec.xid)
             elif rec.type == RecType.ABORT:
                 t[2] = "aborting"
-        if rec.type in (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE) and rec.page != NO_PAGE:
+        if rec.type in _ON_PAGE and rec.page != NO_PAGE:
             dpt.setdefault(rec.page, rec.lsn)
     rep.log_end = store.scan_stop
     if not checkpoint_seen and sb.checkpoint_lsn != FIRST_LSN:
-        raise LogCorrupt(f"{engine.name}: the checkpoint at LSN {sb.checkpoint_lsn} the superblock names is "
+        raise LogCorrupt(f"{name}: the checkpoint at LSN {sb.checkpoint_lsn} the superblock names is "
                          f"missing or damaged ({store.scan_stop}); the log cannot be trusted")
     rep.end_lsn = end
+    _check_losers_before(store, xacts, sb.checkpoint_lsn, name)
     # ----- redo
     if dpt:
         for rec in store.scan(min(dpt.values())):
             if rec.lsn >= end:
                 break
-            if rec.type in (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE) and rec.page != NO_PAGE \
-                    and rec.lsn >= dpt.get(rec.page, end):
-                rep.redone += _redo(engine, rec)
+            if rec.type in _ON_PAGE and rec.page != NO_PAGE and rec.lsn >= dpt.get(rec.page, end):
+                rep.redone += _redo(buffer, rec, name)
             elif rec.type == RecType.RAW_CLAIM:
                 # ext3's "revoke": these pages were reused for raw data after the records just
                 # redone; the rebuilt frames must never be written over that data
                 first, count = RAW_CLAIM.unpack(rec.payload)
-                engine.buffer.discard_range(first, count)
+                buffer.discard_range(first, count)
                 for pid in range(first, first + count):
                     if pid in dpt:
                         dpt[pid] = rec.lsn
-    # ----- undo (appending CLRs needs the log: new epoch from here on)
-    engine._start_log(end, max_xid)
-    losers: dict[int, Transaction] = {}
+    losers = []
     for xid, (first, last, state) in xacts.items():
         tx = Transaction(xid, first_lsn=first, last_lsn=last)
-        tx.state = TxState.ABORTING
-        if state == "active":
-            engine._append(tx, RecType.ABORT)
-        losers[xid] = tx
-    rep.losers = sorted(losers)
-    heap = [(-tx.last_lsn, xid) for xid, tx in losers.items()]
-    heapq.heapify(heap)
-    engine.log.flush_all()  # undo reads each chain back from the log
-    while heap:
-        neg, xid = heapq.heappop(heap)
-        tx = losers[xid]
-        nxt = undo_step(engine, tx, engine.store.read_record(-neg))
-        rep.undone += 1
-        if nxt:
-            heapq.heappush(heap, (-nxt, xid))
-        else:
-            engine._append(tx, RecType.END)
-    engine.log.flush_all()
-    engine.checkpoint()
-    return rep
+        tx.state = TxState.ACTIVE if state == "active" else TxState.ABORTING
+        losers.append(tx)
+    rep.losers = sorted(xacts)
+    return Recovered(end, max_xid, losers, rep)

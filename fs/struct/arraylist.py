@@ -1,6 +1,6 @@
 """Stasis' array list: fixed-size records in contiguous page ranges that double in size.
 
-Why this shape (Stasis §2): ``get``/``set`` are O(1) — one header read and one page — because a
+Why this shape: ``get``/``set`` are O(1) — one header read and one page — because a
 record's page is computed, not searched; and the header never fills, because range ``r`` holds
 ``initial · 2**r`` pages, so a few dozen ``{start, length}`` entries address more pages than
 any device has. (A page-per-chunk directory would degrade to a B-tree.)
@@ -44,7 +44,6 @@ from traxfs.fs.struct.common import (
     structure_latch,
     undo_head,
     write_bytes,
-    write_unlogged,
 )
 
 KIND = "array"
@@ -92,7 +91,7 @@ class ArrayList:
     def bulk_create(cls, engine, tx: Transaction, record_size: int, records: list[bytes],
                     name: str | None = None) -> ArrayList:
         """A new list holding ``records``, its first range sized to them and written without
-        logging the records (:func:`~traxfs.fs.struct.common.write_unlogged`): the header, the
+        logging the records (``Engine.write_unlogged``): the header, the
         allocation and the catalog entry are the only log records. Later growth doubles from
         that first range as usual."""
         if not 1 <= record_size <= MAX_RECORD:
@@ -102,8 +101,8 @@ class ArrayList:
         per_page = MAX_RECORD // record_size
         initial = max(1, -(-len(records) // per_page))
         header = new_page(engine, tx, PageType.ARRAY_HEADER, is_slotted=False)
-        start = engine.alloc.alloc_region(tx, initial)
-        lsn = engine.log.reserved()
+        start = engine.alloc_region(tx, initial)
+        lsn = engine.next_lsn()
         images = bytearray()
         for i in range(initial):
             buf = bytearray(PAGE_SIZE)
@@ -113,7 +112,7 @@ class ArrayList:
             buf[HEADER_SIZE : HEADER_SIZE + len(chunk)] = chunk
             seal(buf, start + i)
             images += buf
-        write_unlogged(engine, start, images)
+        engine.write_unlogged(start, images)
         write_bytes(engine, tx, header, HEADER_SIZE,
                     _HDR.pack(MAGIC, VERSION, 0, record_size, per_page, len(records), initial, 1)
                     + _RANGE.pack(start, initial))
@@ -199,7 +198,7 @@ class ArrayList:
             if nranges >= MAX_RANGES:
                 raise ValueError("array list is at its maximum size")
             length = self.initial << nranges
-            start = e.alloc.alloc_region(tx, length)
+            start = e.alloc_region(tx, length)
             format_pages(e, tx, start, length, PageType.FIXED, self.record_size)
             write_bytes(e, tx, self.header, _RANGES_OFF + _RANGE.size * nranges, _RANGE.pack(start, length))
             write_bytes(e, tx, self.header, _NRANGES_OFF, struct.pack("<I", nranges + 1))
@@ -246,7 +245,7 @@ class ArrayList:
                     if pid in own:
                         probs.append(f"{name}: page {pid} in two ranges")
                     own.add(pid)
-                    if not self.e.alloc.is_allocated(pid):
+                    if not self.e.is_allocated(pid):
                         probs.append(f"{name}: page {pid} of range {r} not allocated")
                         continue
                     with pinned(self.e, pid) as f:

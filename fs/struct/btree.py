@@ -86,7 +86,6 @@ from traxfs.fs.struct.common import (
     structure_latch,
     undo_head,
     write_bytes,
-    write_unlogged,
 )
 
 MAX_KEY = 1024
@@ -249,11 +248,11 @@ class BTree:
             firsts.append(up)
         total = sum(len(level) for level in levels)
         header = new_page(engine, tx, PageType.BTREE_HEADER, is_slotted=False)
-        first = engine.alloc.alloc_region(tx, total)
+        first = engine.alloc_region(tx, total)
         base = [first]
         for level in levels[:-1]:
             base.append(base[-1] + len(level))
-        lsn = engine.log.reserved()  # newer than any record of these pages' previous lives
+        lsn = engine.next_lsn()  # newer than any record of these pages' previous lives
         pages = bytearray()
         for depth, level in enumerate(levels):
             child = base[depth - 1] if depth else 0
@@ -268,7 +267,7 @@ class BTree:
                 set_aux(buf, (pid + 1 if i + 1 < len(level) else 0) if depth == 0 else depth)
                 seal(buf, pid)
                 pages += buf
-        write_unlogged(engine, first, pages)
+        engine.write_unlogged(first, pages)
         root = base[-1]
         write_bytes(engine, tx, header, HEADER_SIZE, _HDR.pack(MAGIC, VERSION, 0, root, len(entries)))
         if name is not None:
@@ -299,7 +298,7 @@ class BTree:
                     if f.data[3] == INNER:
                         stack.extend(_inner_child(f.data, i) for i in range(nslots(f.data)))
             for pid in pages:
-                self.e.alloc.free_page(tx, pid)  # at commit only: an aborted drop frees nothing
+                self.e.free_page(tx, pid)  # at commit only: an aborted drop frees nothing
             if name is not None:
                 self.e.set_root(tx, f"{KIND}:{name}", 0)
 
@@ -678,7 +677,7 @@ class BTree:
                     probs.append(f"{where}: reached twice")
                     continue
                 own.add(pid)
-                if not self.e.alloc.is_allocated(pid):
+                if not self.e.is_allocated(pid):
                     probs.append(f"{where}: in the tree but not allocated")
                 with pinned(self.e, pid) as f:
                     buf = bytes(f.data)

@@ -52,7 +52,7 @@ class _Unreadable(Exception):
 
 
 def _read(engine, pid: int) -> bytes:
-    if not 0 < pid < engine.sb.page_count:
+    if not 0 < pid < engine.page_count:
         raise _Unreadable(f"page {pid} is outside the page file")
     try:
         with pinned(engine, pid) as f:

@@ -1,6 +1,6 @@
 """What every structure shares: structure latches, nested top actions, and page helpers.
 
-**The recipe** (Stasis §1.7, §1.8). Slot operations address records by index, so two
+**The recipe** (Stasis' nested top actions). Slot operations address records by index, so two
 transactions' slot operations on one page do not commute: undoing one of them physically after
 the other shifted the slots would damage the page. Every structure operation that changes pages
 therefore runs as a *nested top action* (NTA) while holding the structure's latch:
@@ -22,7 +22,7 @@ pages are back in use.
 **Freeing pages** (:func:`free_page`). A page a structure unlinks inside a nested top action is
 garbage from the moment the action closes, whatever becomes of the transaction: the action is
 never undone physically, and logical undos never refer to that page. The allocator frees it when
-the transaction commits (``alloc.free_page``: space freed by an uncommitted transaction is never
+the transaction commits (``engine.free_page``: space freed by an uncommitted transaction is never
 reused). If the transaction aborts instead, those frees would be lost — so the page is also
 remembered, and once the abort has finished a small follow-up transaction frees them all. Only a
 crash between the two leaves such pages allocated but unreferenced (``check_engine(leaks=True)``
@@ -31,8 +31,8 @@ lists them).
 **Logical undo payloads** start with ``(header_pid, start_lsn)``. The header pid identifies the
 structure (stable across root splits). ``start_lsn`` is the undo-next of the logical record: the
 inverse closes *itself* with a compensation record pointing there (:func:`run_inverse`) while it
-still holds the latch. Recovery's ``undo_step`` appends the same compensation right after the
-inverse returns, but by then the latch is released and another transaction may have shifted
+still holds the latch. The engine's undo (``traxfs.fs.engine.undo``) appends the same
+compensation right after the inverse returns, but by then the latch is released and another transaction may have shifted
 slots on the same pages; a crash in that window would undo the inverse's records physically.
 Closing inside the latch leaves no window (the second, identical compensation is harmless).
 """
@@ -48,7 +48,7 @@ from traxfs.fs.engine import nowait, opcodes, slotted
 from traxfs.fs.engine.buffer import PinnedPage
 from traxfs.fs.engine.opcodes import Operation
 from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
-from traxfs.fs.engine.xact import NestedTopAction, Transaction, TxState
+from traxfs.fs.engine.xact import Transaction, TxState
 
 U16 = struct.Struct("<H")
 U64 = struct.Struct("<Q")
@@ -99,7 +99,7 @@ _garbage_lock = threading.Lock()
 
 def free_page(engine, tx: Transaction, pid: int) -> None:
     """Free a page a structure has just unlinked (see the module docstring)."""
-    engine.alloc.free_page(tx, pid)
+    engine.free_page(tx, pid)
     with _garbage_lock:
         pages = _garbage.get(tx)
         if pages is None:
@@ -115,7 +115,7 @@ def _free_after_abort(engine, tx: Transaction) -> None:
         return
     cleanup = engine.begin()
     for pid in pages:
-        engine.alloc.free_page(cleanup, pid)
+        engine.free_page(cleanup, pid)
     engine.commit(cleanup, durable=False)
 
 
@@ -151,18 +151,6 @@ class Action:
         self.ended = True
 
 
-def rollback_to(engine, tx: Transaction, start_lsn: int) -> None:
-    """Undo ``tx``'s records after ``start_lsn`` (a savepoint), writing CLRs as abort does."""
-    from traxfs.fs.engine.recovery import undo_step
-
-    state = tx.state
-    engine.log.flush_all()  # undo reads the chain back from the log
-    lsn = tx.last_lsn
-    while lsn > start_lsn:
-        lsn = undo_step(engine, tx, engine.store.read_record(lsn))
-    tx.state = state  # undo_step of a logical record leaves the transaction ABORTING
-
-
 class nested_action:  # lower case, like contextlib.suppress: ``with nested_action(e, tx, latch) as act``
     """Latch + NTA + savepoint. The body must call ``action.end(...)`` if it changed pages; if it
     raises, or returns without closing a changed action, the action is rolled back to its
@@ -191,10 +179,10 @@ class nested_action:  # lower case, like contextlib.suppress: ``with nested_acti
                 if not act.ended:
                     act.forget_frees()  # first: inverses run by the rollback may free pages anew
                     if act.changed():
-                        rollback_to(self.engine, self.tx, act.start_lsn)
+                        self.engine.rollback_to(self.tx, act.start_lsn)
             elif act.changed() and not act.ended:
                 act.forget_frees()
-                rollback_to(self.engine, self.tx, act.start_lsn)
+                self.engine.rollback_to(self.tx, act.start_lsn)
                 raise RuntimeError("structure operation changed pages without closing its nested top action")
         finally:
             self.latch.__exit__(None, None, None)
@@ -214,7 +202,7 @@ def run_inverse(engine, tx: Transaction, latch, start_lsn: int, fn) -> None:
     try:
         with latch:
             fn()
-            engine.nta_end(NestedTopAction(tx, start_lsn))
+            engine.compensate(tx, start_lsn)
     finally:
         tx.state = state
 
@@ -222,7 +210,7 @@ def run_inverse(engine, tx: Transaction, latch, start_lsn: int, fn) -> None:
 # ----- page access helpers ------------------------------------------------------------------------
 def pinned(engine, pid: int) -> PinnedPage:
     """``with pinned(engine, pid) as frame``: ``engine.page(pid)``."""
-    return PinnedPage(engine.buffer, pid)
+    return engine.page(pid)
 
 
 def claim_checked_page(engine, pid: int, own: set, where: str, probs: list[str]) -> bytes | None:
@@ -232,7 +220,7 @@ def claim_checked_page(engine, pid: int, own: set, where: str, probs: list[str])
         probs.append(f"{where}: reached twice")
         return None
     own.add(pid)
-    if not engine.alloc.is_allocated(pid):
+    if not engine.is_allocated(pid):
         probs.append(f"{where}: not allocated")
     with pinned(engine, pid) as f:
         buf = bytes(f.data)
@@ -337,24 +325,11 @@ opcodes.register(Operation(OP_NOOP, "noop", lambda page, p: None, lambda p: (OP_
 def new_page(engine, tx: Transaction, ptype: int, aux: int = 0, records: list[bytes] | None = None,
              is_slotted: bool = True) -> int:
     """Allocate and format a page (slotted unless told otherwise), optionally with records."""
-    pid = engine.alloc.alloc_region(tx, 1)
+    pid = engine.alloc_region(tx, 1)
     engine.update(tx, pid, OP_FORMAT, _FMT.pack(ptype, aux, 1 if is_slotted else 0), fresh=True)
     if records:
         engine.update(tx, pid, OP_SLOTS_PASTE, run_payload(0, records))
     return pid
-
-
-def write_unlogged(engine, first: int, images: bytes | bytearray) -> None:
-    """Stasis' logging opt-out for bulk loads: write whole page images (built in memory with
-    page LSN ``engine.log.reserved()`` and sealed) straight to pages ``first ..`` that the
-    caller's transaction has just allocated, and force them. Only the allocation and the
-    records that make the pages reachable are logged; if the transaction aborts or never
-    commits, the allocation is undone and the bytes are garbage in free space. The page LSN,
-    newer than any record of the pages' previous lives, keeps redo from replaying those."""
-    count = len(images) // PAGE_SIZE
-    engine.buffer.discard_range(first, count)
-    engine.dev.write(engine.sb.pages_offset + first * PAGE_SIZE, bytes(images))
-    engine.dev.flush()  # durable before anything logged refers to them
 
 
 def format_pages(engine, tx: Transaction, first: int, count: int, ptype: int, aux: int = 0) -> None:

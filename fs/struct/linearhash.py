@@ -1,6 +1,6 @@
 """Litwin's linear hash: a hash table that grows one bucket at a time.
 
-Why linear hashing (Stasis §2): a split rehashes *one* bucket, so an insert never pays for
+Why linear hashing: a split rehashes *one* bucket, so an insert never pays for
 rehashing the table — latency stays predictable — and the directory grows by appending, which
 is exactly what the array list does well.
 
@@ -57,7 +57,6 @@ from traxfs.fs.struct.common import (
     structure_latch,
     undo_head,
     write_bytes,
-    write_unlogged,
 )
 
 KIND = "hash"
@@ -188,8 +187,8 @@ class LinearHash:
             used[b] += len(rec) + 4
         total = sum(len(c) for c in chains)
         header = new_page(engine, tx, PageType.HASH_HEADER, is_slotted=False)
-        first = engine.alloc.alloc_region(tx, total)
-        lsn = engine.log.reserved()
+        first = engine.alloc_region(tx, total)
+        lsn = engine.next_lsn()
         images = bytearray()
         heads: list[bytes] = []
         pid = first
@@ -203,7 +202,7 @@ class LinearHash:
                 seal(buf, pid)
                 images += buf
                 pid += 1
-        write_unlogged(engine, first, images)
+        engine.write_unlogged(first, images)
         directory = ArrayList.bulk_create(engine, tx, 8, heads)
         write_bytes(engine, tx, header, HEADER_SIZE,
                     _HDR.pack(MAGIC, VERSION, 0, directory.header, len(records), nbytes, level, split))

@@ -1,4 +1,4 @@
-"""A linked list of variable-length records over slotted pages (Stasis §2's linked list).
+"""A linked list of variable-length records over slotted pages (as in Stasis).
 
 Stasis links records ``{item, prev, next}`` by record id. Here slot indices are not stable (a
 slotted delete shifts the slots after it), so the list links *pages* instead: each page holds a

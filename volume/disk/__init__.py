@@ -1,1 +1,1 @@
-"""Modelled disks (SPEC §2, the Atropos issue): geometry, mechanics, simulation, extraction."""
+"""Modelled disks: geometry, mechanics, simulation, extraction."""

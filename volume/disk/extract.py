@@ -1,7 +1,7 @@
 """Black-box geometry extraction (DIXtrac / traxtent style): a disk's layout from read timings.
 
-Atropos needs each disk's exact track boundaries, sectors per track and skews (SPEC §2, geometry
-source (a)); a disk only offers reads and their completion times. :func:`extract` recovers, from
+Atropos needs each disk's exact track boundaries, sectors per track and skews (the geometry
+source that needs no vendor data); a disk only offers reads and their completion times. :func:`extract` recovers, from
 nothing but :class:`~traxfs.volume.disk.probe.Prober` probes and the capacity:
 
 1. **Rotation.** Re-reading one sector back to back costs exactly one revolution each time. A

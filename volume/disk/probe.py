@@ -3,8 +3,8 @@
 A probe reads ``count`` sectors at ``lbn``, issued ``delay_ms`` after the previous request
 completed (closed loop), and reports when it was issued and when it completed, in milliseconds.
 A simulated disk answers on its simulated clock; a real device is timed with ``perf_counter``
-around a real read. Both plug into the same extraction (SPEC §2, geometry source (a)), which sees
-nothing but reads and completion times — no "translate address" diagnostic.
+around a real read. Both plug into the same extraction (the geometry measured from timings
+alone), which sees nothing but reads and completion times — no "translate address" diagnostic.
 
 :class:`Probes` adds what every extraction step needs on top: a probe counter and, once the
 revolution time is known, the angle at which a sector's read completed. On a zero-latency disk a
@@ -15,13 +15,14 @@ completion angle names the slot's position on the platter whatever the seek befo
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from traxfs.volume.disk.geometry import SECTOR
 
 GRID_TOL = 5e-4  # sectors: how far a completion angle may sit from a sector boundary
 
 
+@runtime_checkable
 class Prober(Protocol):
     """Anything that can time a read: a simulated disk or a timed real device."""
 
@@ -57,7 +58,7 @@ class TimedReads:
 
 def prober_for(device: Readable) -> Prober:
     """The device itself when it models its own timing (a simulated disk), else timed reads."""
-    return device if callable(getattr(device, "probe", None)) else TimedReads(device)  # type: ignore[return-value]
+    return device if isinstance(device, Prober) else TimedReads(device)
 
 
 class Probes:

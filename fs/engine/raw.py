@@ -1,0 +1,85 @@
+"""Raw pages: the engine's page area used without page headers, for bytes written outside the log.
+
+File data lives in engine pages used raw: the allocation of a region is logged (and so are the
+records that make it reachable), its bytes are not. The filesystem's data path reads, writes,
+checks and repairs those bytes through this object (``engine.raw``), never through the device
+itself, so where the page area sits on the device stays the engine's business.
+
+Positions are byte offsets into the page area: page ``p`` starts at ``p * PAGE_SIZE``. Every
+access must stay inside the page area.
+
+Ordering is the caller's: a write here is durable only after :meth:`flush`, and a caller whose
+log records describe these bytes flushes them first (a log barrier, ``Engine.add_log_barrier``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from traxfs.fs.engine.copies import good_copy
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.volume.contract import Bytes, DeviceContract
+
+
+class RawPages:
+    def __init__(self, dev: DeviceContract, pages_offset: int, page_count: int, claim: Callable[[int, int], None],
+                 name: str):
+        self._dev, self._base, self._claim, self.name = dev, pages_offset, claim, name
+        self._end = page_count * PAGE_SIZE
+        self.track_pages = _track_pages(dev, pages_offset)
+
+    def _at(self, pos: int, length: int) -> int:
+        """The device offset of page-area bytes ``[pos, pos+length)``, refusing any outside it."""
+        if pos < 0 or length < 0 or pos + length > self._end:
+            raise ValueError(f"{self.name}: raw access [{pos}, {pos + length}) outside the page area "
+                             f"(0..{self._end})")
+        return self._base + pos
+
+    def claim(self, first: int, count: int) -> None:
+        """Pages ``first .. first+count-1``, just allocated by the caller's transaction, are
+        about to receive raw bytes: the engine drops their frames and logs that redo must
+        forget their history (a RAW_CLAIM record), so no older structure page is ever written
+        back over the raw bytes."""
+        self._claim(first, count)
+
+    def read(self, pos: int, length: int) -> bytes:
+        return self._dev.read(self._at(pos, length), length)
+
+    def readinto(self, pos: int, views: list[memoryview]) -> None:
+        """Fill ``views`` from consecutive bytes starting at ``pos``."""
+        self._dev.readinto(self._at(pos, sum(len(v) for v in views)), views)
+
+    def write(self, pos: int, data: Bytes) -> None:
+        self._dev.write(self._at(pos, len(data)), data)
+
+    def writev(self, pos: int, views: list[memoryview]) -> None:
+        """Write ``views`` to consecutive bytes starting at ``pos``."""
+        self._dev.writev(self._at(pos, sum(len(v) for v in views)), views)
+
+    def flush(self) -> None:
+        """Make every raw write completed so far durable (flushes the device)."""
+        self._dev.flush()
+
+    def copies(self, pos: int, length: int) -> list[tuple[int, bytes]]:
+        """Every copy of the bytes (one per in-sync leg of a mirror; one otherwise)."""
+        return self._dev.read_copies(self._at(pos, length), length)
+
+    def repair_copy(self, leg: int, pos: int, data: Bytes) -> None:
+        """Rewrite copy ``leg`` only, with bytes another copy holds."""
+        self._dev.repair_copy(leg, self._at(pos, len(data)), data)
+
+    def good_copy(self, pos: int, length: int, ok: Callable[[bytes], bool],
+                  what: str) -> tuple[bytes, list[int]] | None:
+        """A copy of the bytes that passes ``ok`` (the copies that differ rewritten with it) and
+        the legs rewritten; None if no copy passes (``traxfs.fs.engine.copies``)."""
+        return good_copy(self._dev, self._at(pos, length), length, ok, what)
+
+
+def _track_pages(dev: DeviceContract, pages_offset: int) -> int:
+    """Pages per track (stripe unit) when tracks are page-aligned in the page area, else 1: an
+    allocation of at least this many pages starts on a track boundary."""
+    _, count = dev.boundaries(0)
+    unit = count * 512
+    if unit % PAGE_SIZE or pages_offset % unit:
+        return 1
+    return unit // PAGE_SIZE
