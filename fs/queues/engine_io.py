@@ -1,10 +1,11 @@
 """Everything the queue store asks of the engine, in one place.
 
 The store keeps its blocks in engine pages used raw (bytes written outside the log, like file
-data) and its indexes in engine B+trees. This module is the only one of the package that
-touches the engine's objects: transactions, region allocation with its RAW_CLAIM, frees that
-wait for durability, raw reads and writes of pages, and ordered mode — a log barrier that makes
-the device flush every block write before any log record that may describe it is written.
+data) and its indexes in engine B+trees. This module is the only one of the package that calls
+the engine, and only its public face: transactions, region allocation with its claim for raw
+bytes, frees that wait for durability, raw reads and writes of pages (``engine.raw``), and
+ordered mode — a log barrier that makes every block write durable before any log record that
+may describe it is written.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import threading
 from collections.abc import Callable
 
 from traxfs.fs.engine.alloc import NoSpace
-from traxfs.fs.engine.copies import good_copy
 from traxfs.fs.engine.logmanager import LogFull
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.errors import FsError
@@ -24,27 +24,18 @@ from traxfs.fs.struct.btree import BTree
 class EngineIO:
     def __init__(self, engine):
         self.e = engine
-        self.dev = engine.dev
-        self.base = engine.sb.pages_offset
-        self.page_count = engine.sb.page_count
+        self.raw = engine.raw
         self._lock = threading.Lock()
         self._written = 0  # block writes completed (a generation)
         self._flushed = 0  # generation the last device flush covered
         self.stats = {"block_bytes_written": 0, "block_bytes_read": 0, "device_flushes": 0}
-        self._chain(self._barrier)
+        engine.add_log_barrier(self._barrier)
+
+    def close(self) -> None:
+        """The store stops: its barrier leaves the engine's log."""
+        self.e.remove_log_barrier(self._barrier)
 
     # ----- ordered mode -------------------------------------------------------------------------
-    def _chain(self, barrier: Callable[[], None]) -> None:
-        """Run ``barrier`` before each log write, after whatever already runs there."""
-        before = self.e.log.before_write
-
-        def both() -> None:
-            if before is not None:
-                before()
-            barrier()
-
-        self.e.log.before_write = both
-
     def _barrier(self) -> None:
         """Before a log write: flush the device if blocks were written since the last flush, so
         no record that describes them (a block's ``used``) reaches the disk before their bytes."""
@@ -52,14 +43,14 @@ class EngineIO:
             target = self._written
             if self._flushed >= target:
                 return
-        self.dev.flush()
+        self.raw.flush()
         with self._lock:
             self._flushed = max(self._flushed, target)
             self.stats["device_flushes"] += 1
 
     def make_durable(self) -> None:
         """Every block written and every record logged so far on disk (fsync of a queue)."""
-        self.e.log.force(self.e.log.reserved())  # the barrier flushes the blocks first
+        self.e.make_durable()  # the barrier flushes the blocks first
 
     # ----- transactions -------------------------------------------------------------------------
     def begin(self):
@@ -85,22 +76,22 @@ class EngineIO:
     def allocate(self, tx, pages: int) -> int:
         """``pages`` contiguous pages aligned to their count (a block), claimed for raw bytes;
         the first page. Raises the engine's NoSpace (see :meth:`failure`)."""
-        first = self.e.alloc.alloc_region(tx, pages, pages)
-        self.e.claim_raw(first, pages)
+        first = self.e.alloc_region(tx, pages, pages)
+        self.raw.claim(first, pages)
         return first
 
     def free(self, tx, first: int, pages: int) -> None:
         """Free a block when ``tx`` commits; reusable once that commit is durable (so no new
         owner's bytes can land there while a crash could still bring the block back)."""
-        self.e.alloc.free_region_after_durable(tx, first, pages)
+        self.e.free_region_after_durable(tx, first, pages)
 
     def free_pages(self) -> int:
-        return self.e.alloc.free_count()
+        return self.e.free_pages()
 
     # ----- bytes --------------------------------------------------------------------------------
     def write(self, page: int, at: int, data) -> None:
         """Write ``data`` at byte ``at`` of the block starting at ``page``."""
-        self.dev.write(self.base + page * PAGE_SIZE + at, data)
+        self.raw.write(page * PAGE_SIZE + at, data)
         with self._lock:
             self._written += 1
             self.stats["block_bytes_written"] += len(data)
@@ -109,12 +100,12 @@ class EngineIO:
         """The first ``length`` bytes of the block starting at ``page``."""
         with self._lock:
             self.stats["block_bytes_read"] += length
-        return self.dev.read(self.base + page * PAGE_SIZE, length)
+        return self.raw.read(page * PAGE_SIZE, length)
 
     def good_copy(self, page: int, length: int, ok: Callable[[bytes], bool], what: str) -> bytes | None:
         """A mirror leg's copy of a block's first ``length`` bytes that passes ``ok`` (the
         damaged legs are rewritten from it); None without one."""
-        found = good_copy(self.dev, self.base + page * PAGE_SIZE, length, ok, what)
+        found = self.raw.good_copy(page * PAGE_SIZE, length, ok, what)
         return None if found is None else found[0]
 
     # ----- trees --------------------------------------------------------------------------------

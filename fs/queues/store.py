@@ -160,6 +160,7 @@ class QueueStore:
         for q in list(self.queues.values()):
             q.close()
         self.cache.close()
+        self.io.close()
 
     def crash(self) -> None:
         """Stop the background work without writing anything (tests: the process died)."""
@@ -167,6 +168,7 @@ class QueueStore:
         if self._ticker.is_alive():
             self._ticker.join()
         self.cache.close()
+        self.io.close()
 
     def stats(self) -> dict:
         return {"queues": len(self.queues), "cache_bytes": self.cache.bytes, **self.cache.stats, **self.io.stats,
