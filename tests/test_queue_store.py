@@ -15,11 +15,12 @@ import os
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from queue_model import close_store, new_image, open_store, read_from, read_segment
 
+from traxfs.ext.linescan import scan_lines
 from traxfs.fs.errors import FsError
 from traxfs.fs.queues.config import QueueConfig
 from traxfs.fs.queues.producer import Producer
@@ -388,3 +389,17 @@ def test_damaged_block_is_an_error_naming_it(tmp_path):
         read_from(q, 0)
     assert ei.value.errno == errno.EIO and "queue 'd': block 0" in str(ei.value) and "checksum" in str(ei.value)
     close_store(eng, st_)
+
+
+@given(st.binary(max_size=400).map(lambda b: b.replace(b"\x0b", b"\n")), st.integers(0, 400), st.integers(-1, 400))
+@settings(max_examples=300, deadline=None)
+def test_the_line_scanner_agrees_with_python(data, start, end):
+    """The Cython scan (64-byte strides and a tail) counts what ``bytes.count`` counts and sees
+    every non-ASCII byte, wherever it sits in the range."""
+    stop = len(data) if end < 0 or end > len(data) else end
+    if start > stop:
+        with pytest.raises(ValueError, match="outside"):
+            scan_lines(data, start, end)
+        return
+    assert scan_lines(data, start, end) == (data.count(b"\n", start, stop), data[start:stop].isascii())
+    assert scan_lines(bytearray(data), start, end) == scan_lines(memoryview(data), start, end)

@@ -197,17 +197,18 @@ class Block:
         """Append ``count`` whole lines ``src[start:end]`` stamped ``ts_ms`` (they fit: :meth:`room`)."""
         n = end - start
         data, seq = self.data, self.first_seq + self.count
+        piece = memoryview(src)[start:end]  # (views: the bytes are copied once, into the block)
         if self.open_crc is not None and self.last_ts == ts_ms:  # the same millisecond: one frame
             f = self.frames[-1]
-            data[self.used : self.used + n] = src[start:end]
-            self.open_crc = _crc(data[self.used : self.used + n], self.open_crc)
+            data[self.used : self.used + n] = piece
+            self.open_crc = _crc(piece, self.open_crc)
             f = self.frames[-1] = Frame(f.at, f.length + n, f.count + count, f.first_seq, ts_ms)
             data[f.at - FRAME_SIZE : f.at] = frame_header(f.count, f.first_seq, ts_ms, f.length, self.open_crc)
             self.used += n
         else:
             body = self.used + FRAME_SIZE
-            data[body : body + n] = src[start:end]
-            self.open_crc = _crc(data[body : body + n])
+            data[body : body + n] = piece
+            self.open_crc = _crc(piece)
             data[self.used : body] = frame_header(count, seq, ts_ms, n, self.open_crc)
             self.frames.append(Frame(body, n, count, seq, ts_ms))
             self.seqs.append(seq)

@@ -37,6 +37,7 @@ import threading
 import time
 from typing import NamedTuple
 
+from traxfs.ext.linescan import scan_lines
 from traxfs.fs.errors import FsError
 from traxfs.fs.queues.block import FRAME_SIZE, HEADER_SIZE, Block, BlockDamaged, pages_for
 from traxfs.fs.queues.config import QueueConfig
@@ -253,7 +254,7 @@ class Queue:
             else:
                 cut = data.rfind(b"\n", at, at + max(room, 0)) + 1 if room > 0 else 0
             if cut > at:
-                chunks.append(Chunk(at, cut, data.count(b"\n", at, cut), pages))
+                chunks.append(Chunk(at, cut, scan_lines(data, at, cut)[0], pages))
                 at, room = cut, 0
                 continue
             line = data.find(b"\n", at) + 1 - at

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 
+from traxfs.ext.linescan import scan_lines
 from traxfs.fs.errors import FsError
 
 
@@ -21,8 +22,10 @@ class BadRecord(FsError):
 def check_batch(data, max_record: int) -> int:
     """The number of records in ``data`` (whole lines: it ends with a newline), after checking
     each: UTF-8, at most ``max_record`` bytes with its newline. Raises :class:`BadRecord`."""
+    lines, ascii_only = scan_lines(data)
     try:
-        str(data, "utf-8")
+        if not ascii_only:
+            str(data, "utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start)
         raise BadRecord(f"record {line + 1} of the write is not UTF-8 text (byte {e.start - _line_start(data, e.start)} "
@@ -36,7 +39,7 @@ def check_batch(data, max_record: int) -> int:
                                 f"{max_record} (max_record_bytes in config.json)")
             at, k = nl + 1, k + 1
         return k
-    return data.count(b"\n")
+    return lines
 
 
 def _line_start(data, at: int) -> int:
