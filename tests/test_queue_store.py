@@ -403,3 +403,14 @@ def test_the_line_scanner_agrees_with_python(data, start, end):
         return
     assert scan_lines(data, start, end) == (data.count(b"\n", start, stop), data[start:stop].isascii())
     assert scan_lines(bytearray(data), start, end) == scan_lines(memoryview(data), start, end)
+
+
+def test_the_in_process_benchmark_runs_and_four_views_store_the_bytes_once(tmp_path):
+    from traxfs.tools import bench_queue
+
+    results = bench_queue.run(tmp_path, 30_000)
+    for key in ("append_1p_nofsync", "append_1p_fsync64M", "append_4p_nofsync", "consume_1v", "consume_4v"):
+        assert results[key]["store"]["records"] == results[key]["file"]["records"] > 0
+    assert results["consume_4v"]["store"]["records"] == results["append_1p_nofsync"]["store"]["records"]
+    assert results["volume_bytes"]["1_views_bytes"] > 0 and results["volume_bytes"]["ratio_4_to_1"] <= 1.05
+    assert "store/file" in bench_queue.table(results)
