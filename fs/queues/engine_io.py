@@ -88,6 +88,9 @@ class EngineIO:
     def free_pages(self) -> int:
         return self.e.free_pages()
 
+    def is_allocated(self, page: int) -> bool:
+        return self.e.is_allocated(page)
+
     # ----- bytes --------------------------------------------------------------------------------
     def write(self, page: int, at: int, data) -> None:
         """Write ``data`` at byte ``at`` of the block starting at ``page``."""

@@ -126,7 +126,7 @@ class Queue:
                 self._discard_empty(first, e)
             elif first + e.count == self.live_end:  # a clean close: appends continue in it
                 try:
-                    self.tail = self._load_block(first, e).reopened()
+                    self.tail = self.load_block(first, e).reopened()
                 except BlockDamaged as ex:  # readers of it get the error; appends go to a new block
                     self._note_error(ex.detail)
         segs = list(self.t["segments"].items(lo, hi))
@@ -557,9 +557,11 @@ class Queue:
         tail = self.tail
         if tail is not None and tail.first_seq == first:
             return tail
-        return self.store.cache.get((self.qid, first), lambda: self._load_block(first, entry))
+        return self.store.cache.get((self.qid, first), lambda: self.load_block(first, entry))
 
-    def _load_block(self, first: int, entry: BlockEntry | None) -> Block:
+    def load_block(self, first: int, entry: BlockEntry | None) -> Block:
+        """Block ``first`` read from the device and verified (a mirror's good copy repairs a
+        damaged one); :class:`BlockDamaged` if no copy passes."""
         if entry is None:
             raw = self.t["blocks"].get(seq_key(self.qid, first))
             if raw is None:
@@ -609,7 +611,7 @@ class Queue:
             seq, e = key_seq(key), BlockEntry.unpack(raw)
             if self.tail is not None and seq == self.tail.first_seq:
                 break
-            wanted.append(((self.qid, seq), lambda seq=seq, e=e: self._load_block(seq, e)))
+            wanted.append(((self.qid, seq), lambda seq=seq, e=e: self.load_block(seq, e)))
         self.store.cache.prefetch(wanted)
 
     def pin(self, seq: int) -> int:
