@@ -77,25 +77,28 @@ class QueueConfig:
     def check(self) -> None:
         """Raise :class:`ConfigError` naming the first setting out of its range."""
         _whole("block_size", self.block_size, 16 * KiB, 64 * MiB,
-               f"bytes, a multiple of {PAGE_SIZE} from 16 KiB to 64 MiB")
+               f"bytes, a multiple of {PAGE_SIZE} from 16384 (16 KiB) to 67108864 (64 MiB)")
         if self.block_size % PAGE_SIZE:
             raise ConfigError(f"block_size {self.block_size} is not a multiple of {PAGE_SIZE} bytes (a page)")
-        _whole("max_record_bytes", self.max_record_bytes, 1, 64 * MiB, "bytes from 1 to 64 MiB")
-        _whole("seal_bytes", self.seal_bytes, 1, 1 << 40, "bytes from 1 to 1 TiB")
+        _whole("max_record_bytes", self.max_record_bytes, 1, 64 * MiB, "bytes from 1 to 67108864 (64 MiB)")
+        _whole("seal_bytes", self.seal_bytes, 1, 1 << 40, "bytes from 1 to 1099511627776 (1 TiB)")
         _seconds("seal_seconds", self.seal_seconds, 0.01, 86400.0)
         if self.retain_age_seconds is not None:
             _seconds("retain_age_seconds", self.retain_age_seconds, 0.0, 10 * 365 * 86400.0, "or null for no limit")
         if self.retain_count is not None:
-            _whole("retain_count", self.retain_count, 1, 1 << 62, "records, or null for no limit")
+            _whole("retain_count", self.retain_count, 1, 1 << 62, f"records from 1 to {1 << 62}, or null for no limit")
 
 
 def _whole(key: str, value, lo: int, hi: int, accepted: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ConfigError(f"{key} {json.dumps(value)} is out of range: give whole {accepted}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key} {json.dumps(value)} is not a whole number: give {accepted}")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{key} {value} is out of range: give {accepted}")
 
 
 def _seconds(key: str, value, lo: float, hi: float, more: str = "") -> None:
-    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and lo <= value <= hi
-    if not ok:
-        raise ConfigError(f"{key} {json.dumps(value)} is out of range: give seconds from {lo:g} to {hi:g}"
-                          + (f", {more}" if more else ""))
+    accepted = f"seconds from {lo:g} to {hi:.0f}" + (f", {more}" if more else "")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key} {json.dumps(value)} is not a number: give {accepted}")
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ConfigError(f"{key} {json.dumps(value)} is out of range: give {accepted}")
