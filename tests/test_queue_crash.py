@@ -22,6 +22,7 @@ from queue_child import CONFIG, record
 from queue_model import close_store, new_image, open_store, read_from
 
 from traxfs.fs.engine.engine import Engine
+from traxfs.fs.queues import queue as queue_module
 from traxfs.fs.queues.store import QueueStore
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.powerloss import PowerLossDevice
@@ -157,7 +158,8 @@ def _powerloss_round(inner: ImageFileDevice, seed: int, journal: Journal, batch:
 
 
 @pytest.mark.timeout(600)
-def test_power_loss_under_the_queue_store(tmp_path):
+def test_power_loss_under_the_queue_store(tmp_path, monkeypatch):
+    monkeypatch.setattr(queue_module, "RESERVE_STEP", 40)  # reservations often, so a crash meets them
     image = str(tmp_path / "pl.img")
     new_image(image, size=64 << 20)
     inner = ImageFileDevice(image)
