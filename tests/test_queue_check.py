@@ -44,6 +44,10 @@ def image(tmp_path):
     return path
 
 
+def _blocks(store, q) -> list[tuple[int, BlockEntry]]:
+    return [(key_seq(k), BlockEntry.unpack(v)) for k, v in store.t["blocks"].items(*queue_range(q.qid))]
+
+
 def _in_tx(store, body) -> None:
     tx = store.io.begin()
     body(tx)
@@ -66,8 +70,7 @@ def test_a_sound_store_checks_clean(image):
 def test_damage_is_found_repaired_where_nothing_is_lost_and_a_bad_block_is_reported(image):
     eng, store = open_store(image)
     q = store.get(b"c")
-    lo, hi = queue_range(q.qid)
-    blocks = [(key_seq(k), BlockEntry.unpack(v)) for k, v in store.t["blocks"].items(lo, hi)]
+    blocks = _blocks(store, q)
     assert len(blocks) >= 4 and q.segments()
     first2, e2 = blocks[2]
     end = q.live_end
@@ -117,8 +120,7 @@ def test_damage_is_found_repaired_where_nothing_is_lost_and_a_bad_block_is_repor
 def test_a_broken_chain_and_a_page_owned_twice_are_reported_and_left(image):
     eng, store = open_store(image)
     q = store.get(b"c")
-    lo, hi = queue_range(q.qid)
-    blocks = [(key_seq(k), BlockEntry.unpack(v)) for k, v in store.t["blocks"].items(lo, hi)]
+    blocks = _blocks(store, q)
     (f2, e2), (f3, e3) = blocks[2], blocks[3]
     _in_tx(store, lambda tx: (store.t["blocks"].put(tx, seq_key(q.qid, f3), e3._replace(prev_end=e3.prev_end + 7)
                                                    .pack()),
