@@ -65,3 +65,52 @@ def test_settings_survive_a_reopen(tmp_path):
         assert store.get(b"c").config == QueueConfig(retain_count=123, block_size=65536)
     finally:
         close_store(eng, store)
+
+
+def _parser():
+    import argparse
+
+    from traxfs.tools.queue_options import add_settings_options
+
+    p = argparse.ArgumentParser(prog="trax queue create", exit_on_error=False)
+    add_settings_options(p)
+    return p
+
+
+def test_command_line_options_make_the_config_change():
+    from traxfs.tools.queue_options import settings_change
+
+    args = _parser().parse_args(["--block-size", "128K", "--retain-age", "1h", "--retain-count", "10M",
+                                 "--seal-bytes", "64M", "--seal-seconds", "2m", "--max-record", "4K"])
+    assert settings_change(args) == {"block_size": 131072, "retain_age_seconds": 3600.0, "retain_count": 10_000_000,
+                                     "seal_bytes": 67108864, "seal_seconds": 120.0, "max_record_bytes": 4096}
+    assert settings_change(_parser().parse_args(["--retain-age", "none", "--retain-count", "NONE"])) == {
+        "retain_age_seconds": None, "retain_count": None}
+    assert settings_change(_parser().parse_args([])) == {}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--retain-age", "1w"], "invalid duration '1w': give seconds from 0 to 315360000, a suffix s, m, h or d "
+                             "(e.g. 1h), or none for no limit"),
+    (["--retain-count", "1.5"], "invalid number '1.5': give a whole number from 1 to 4611686018427387904, a suffix "
+                                "k, M, G or T (e.g. 10M), or none for no limit"),
+    (["--seal-seconds", "none"], "invalid duration 'none': give seconds from 0.01 to 86400, a suffix s, m, h or d "
+                                 "(e.g. 1h)"),
+    (["--seal-seconds", "inf"], "invalid duration 'inf': give seconds from 0.01 to 86400, a suffix s, m, h or d "
+                                "(e.g. 1h)"),
+    (["--block-size", "0"], "invalid size '0': a size must be positive"),
+])
+def test_a_malformed_option_is_a_usage_error_saying_what_is_accepted(argv, message):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentError) as e:
+        _parser().parse_args(argv)
+    assert message in str(e.value)
+
+
+def test_options_are_checked_by_the_queue_s_own_rules():
+    from traxfs.tools.queue_options import settings_change
+
+    with pytest.raises(ConfigError) as e:
+        settings_change(_parser().parse_args(["--block-size", "20000"]))
+    assert str(e.value) == "block_size 20000 is not a multiple of 4096 bytes (a page)"

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from traxfs.fs.engine.page import PAGE_SIZE
 
 KiB, MiB = 1 << 10, 1 << 20
+MAX_RETAIN_SECONDS = 10 * 365 * 86400  # ten years
+MAX_COUNT = 1 << 62
 _PACKED = struct.Struct("<IIddQQ")  # block, max record, retain age (nan: none), seal s, count (0: none), seal bytes
 VERSION = 1
 
@@ -84,9 +86,9 @@ class QueueConfig:
         _whole("seal_bytes", self.seal_bytes, 1, 1 << 40, "bytes from 1 to 1099511627776 (1 TiB)")
         _seconds("seal_seconds", self.seal_seconds, 0.01, 86400.0)
         if self.retain_age_seconds is not None:
-            _seconds("retain_age_seconds", self.retain_age_seconds, 0.0, 10 * 365 * 86400.0, "or null for no limit")
+            _seconds("retain_age_seconds", self.retain_age_seconds, 0.0, MAX_RETAIN_SECONDS, "or null for no limit")
         if self.retain_count is not None:
-            _whole("retain_count", self.retain_count, 1, 1 << 62, f"records from 1 to {1 << 62}, or null for no limit")
+            _whole("retain_count", self.retain_count, 1, MAX_COUNT, f"records from 1 to {MAX_COUNT}, or null for no limit")
 
 
 def _whole(key: str, value, lo: int, hi: int, accepted: str) -> None:
