@@ -636,6 +636,12 @@ class Queue:
             self._in_tx(lambda tx: self.t["queues"].put(tx, self.name, rec.pack()))
             self.config = config
 
+    def records_end(self) -> int:
+        """One past the newest record: ``live_end``, or below it when numbers a crash skipped
+        follow the records (the next append starts at ``live_end``)."""
+        with self.lock:
+            return self.tail.end_seq if self.tail is not None else self._prev_end()
+
     def append_rate(self) -> float:
         """Records per second over the last ten whole seconds."""
         now = time.monotonic() // 1
