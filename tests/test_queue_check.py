@@ -136,3 +136,38 @@ def test_a_broken_chain_and_a_page_owned_twice_are_reported_and_left(image):
             assert rep.repaired == []
     finally:
         close_store(eng, store)
+
+
+def test_fsck_of_a_filesystem_holding_queues(tmp_path):
+    """fsck runs the queue pass when the filesystem has a queue store, and counts the blocks'
+    pages as owned: before, it called them leaked data and --repair would have freed them."""
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.fs.fsck import EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, check_device
+    from traxfs.fs.queues.store import QueueStore
+    from traxfs.volume.device import ImageFileDevice, create_image
+
+    path = str(tmp_path / "fs.img")
+    dev = create_image(path, 64 << 20)
+    FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    store = QueueStore(fs.e, background=False)
+    q = store.create(b"c", QueueConfig(block_size=16384))
+    q.append(lines(0, 2000))
+    blocks = _blocks(store, q)
+    store.close()
+    fs.close()
+    rep = check_device(ImageFileDevice(path), repair=False, where=path)
+    assert rep.exit_code == EXIT_CLEAN, rep.as_dict()
+    assert (rep.counts["queue_records"], rep.counts["queue_blocks"], rep.counts["data_pages"]) == (2000, len(blocks), 0)
+
+    fs = FileSystem.open(ImageFileDevice(path))
+    store = QueueStore(fs.e, background=False)
+    first, e = blocks[1]
+    _in_tx(store, lambda tx: store.t["times"].delete(tx, time_key(q.qid, e.first_ts, first)))
+    store.close()
+    fs.close()
+    rep = check_device(ImageFileDevice(path), repair=False, where=path)
+    assert rep.exit_code == EXIT_UNCORRECTED and rep.problems == [
+        f"queues: queue 'c': block at sequence {first} is missing from the time index ({e.first_ts} ms)"]
+    assert check_device(ImageFileDevice(path), repair=True, where=path).exit_code == EXIT_CORRECTED
+    assert check_device(ImageFileDevice(path), repair=False, where=path).exit_code == EXIT_CLEAN

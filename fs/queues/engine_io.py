@@ -18,7 +18,12 @@ from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.logmanager import LogFull
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.errors import FsError
-from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.btree import KIND, BTree
+
+
+def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:
+    """Does ``engine``'s catalog hold the B+trees ``PREFIX.NAME`` (a store was made on it)?"""
+    return all(engine.get_root(f"{KIND}:{prefix}.{name}") for name in names)
 
 
 class EngineIO:

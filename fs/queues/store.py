@@ -18,7 +18,7 @@ import time
 from traxfs.fs.errors import FsError
 from traxfs.fs.queues.cache import BlockCache
 from traxfs.fs.queues.config import QueueConfig
-from traxfs.fs.queues.engine_io import EngineIO
+from traxfs.fs.queues.engine_io import EngineIO, has_trees
 from traxfs.fs.queues.index import (
     DOOMED,
     KEY_NEXT_ID,
@@ -44,6 +44,11 @@ def check_name(name: bytes, what: str = "name") -> None:
         raise FsError(errno.ENAMETOOLONG, f"{what} of {len(name)} bytes (limit {NAME_MAX})")
     if not name or b"/" in name or b"\0" in name or name in (b".", b".."):
         raise FsError(errno.EINVAL, f"invalid {what} {name!r}")
+
+
+def has_queues(engine) -> bool:
+    """Was a queue store ever made on ``engine`` (fsck opens one only then)?"""
+    return has_trees(engine, TREES, PREFIX)
 
 
 class QueueStore:
