@@ -59,7 +59,7 @@ from traxfs.fs.fsck_damage import (
     unowned_pages,
 )
 from traxfs.fs.keys import EXTENT, U64, Inode, cookie_key, dirent_key, ino_key
-from traxfs.fs.queues.check import QueueCheck, check_queues
+from traxfs.fs.queues.check import QueueCheck, check_queues, owned_pages
 from traxfs.fs.queues.store import QueueStore, has_queues
 from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.volume.overlay import OverlayDevice
@@ -132,9 +132,10 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
                     rep, failed)
             trees = read_trees(fs)
     rep.problems += [i.text + failed.get(i.text, "") for i in damage if not repair or i.text in failed]
-    queues = _queues(fs, repair)
+    queues = _queues(fs, repair, maps_damaged=bool(maps))
     rep.problems += [f"queues: {p}" for p in queues.problems]
     rep.repaired += [f"queues: {p}" for p in queues.repaired]
+    rep.notes += queues.notes
     for attempt in range(ROUNDS + 1):
         found = _scan(fs, trees, {m for m, _, _ in maps})
         found["data_pages"] |= queues.pages  # queue blocks: raw pages the queue store owns
@@ -164,10 +165,14 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
     return rep
 
 
-def _queues(fs: FileSystem, repair: bool) -> QueueCheck:
-    """The queue store's pass, when the filesystem has one (``traxfs.fs.queues.check``)."""
+def _queues(fs: FileSystem, repair: bool, maps_damaged: bool) -> QueueCheck:
+    """The queue store's pass, when the filesystem has one (``traxfs.fs.queues.check``). With
+    a damaged allocation map it only names the pages the store owns (opening the store reads
+    the maps), so no later pass takes them for leaked."""
     if not has_queues(fs.e):
         return QueueCheck()
+    if maps_damaged:
+        return QueueCheck(pages=owned_pages(fs.e), notes=["queue pass skipped: an allocation map is damaged"])
     store = QueueStore(fs.e, background=False)
     try:
         return check_queues(store, repair=repair)

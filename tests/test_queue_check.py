@@ -171,3 +171,45 @@ def test_fsck_of_a_filesystem_holding_queues(tmp_path):
         f"queues: queue 'c': block at sequence {first} is missing from the time index ({e.first_ts} ms)"]
     assert check_device(ImageFileDevice(path), repair=True, where=path).exit_code == EXIT_CORRECTED
     assert check_device(ImageFileDevice(path), repair=False, where=path).exit_code == EXIT_CLEAN
+
+
+@pytest.mark.parametrize("what", ["tree", "map"])
+def test_fsck_repairing_a_damaged_filesystem_keeps_the_queues(tmp_path, what):
+    """The damage pass rebuilds a damaged allocation map from what is owned and frees pages no
+    structure owns after rebuilding a tree: the queue store's trees and blocks are owned
+    (before, --repair freed them all)."""
+    from test_fs_repair import _pages_offset, damage, flip
+
+    from traxfs.fs.engine.page import PAGE_SIZE
+    from traxfs.fs.filesystem import ROOT_INO, FileSystem
+    from traxfs.fs.fsck import EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, check_device
+    from traxfs.fs.queues.store import QueueStore
+    from traxfs.volume.device import ImageFileDevice, create_image
+
+    path = tmp_path / "fs.img"
+    dev = create_image(str(path), 64 << 20)
+    FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    for i in range(200):
+        fs.create(ROOT_INO, f"f{i}".encode(), 0o644, 0, 0)
+    store = QueueStore(fs.e, background=False)
+    store.create(b"c", QueueConfig(block_size=16384)).append(lines(0, 2000))
+    store.close()
+    fs.close()
+    if what == "tree":
+        damage(path, "dirents", "leaf")
+    else:
+        flip(path, _pages_offset(path) + 1 * PAGE_SIZE + 100)  # allocation map page 1
+        assert check_device(ImageFileDevice(str(path)), repair=False, where=str(path)).exit_code == EXIT_UNCORRECTED
+    assert check_device(ImageFileDevice(str(path)), repair=True, where=str(path)).exit_code == EXIT_CORRECTED
+    rep = check_device(ImageFileDevice(str(path)), repair=False, where=str(path))
+    assert rep.exit_code == EXIT_CLEAN and rep.counts["queue_records"] == 2000, rep.as_dict()
+    fs = FileSystem.open(ImageFileDevice(str(path)))
+    store = QueueStore(fs.e, background=False)
+    try:
+        r = Reader(store.get(b"c"), 0)
+        assert r.read(1 << 20) == lines(0, 2000)
+        r.close()
+    finally:
+        store.close()
+        fs.close()

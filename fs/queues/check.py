@@ -30,9 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traxfs.fs.queues.block import BlockDamaged
+from traxfs.fs.queues.engine_io import tree_headers
 from traxfs.fs.queues.index import (
     DOOMED,
     KEY_NEXT_ID,
+    PREFIX,
+    TREES,
     U64,
     BlockEntry,
     QueueRecord,
@@ -43,12 +46,14 @@ from traxfs.fs.queues.index import (
     time_key,
     view_key,
 )
+from traxfs.fs.struct.btree_salvage import salvage
 
 
 @dataclass
 class QueueCheck:
     problems: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     pages: set[int] = field(default_factory=set)  # engine pages the queues' blocks own
     counts: dict = field(default_factory=dict)
 
@@ -69,6 +74,23 @@ def check_queues(store, repair: bool = False) -> QueueCheck:
         _segments(store, q, live_end, out, repair)
     _orphans(store, out, repair)
     out.counts = {"queues": len(store.names()), "blocks": blocks, "records": records, "pages": len(out.pages)}
+    return out
+
+
+def owned_pages(engine) -> set[int]:
+    """Every page the queue store owns — its trees' and its blocks' —, read as far as the trees
+    can be read, without opening the store: fsck's damage pass frees what no structure owns,
+    and must not take these."""
+    out: set[int] = set()
+    for name, header in tree_headers(engine, TREES, PREFIX).items():
+        if header is None:
+            continue
+        s = salvage(engine, header)
+        out |= s.pages
+        if name == "blocks":
+            for _, raw in s.entries:
+                e = BlockEntry.unpack(raw)
+                out.update(range(e.page, e.page + e.pages))
     return out
 
 

@@ -23,7 +23,12 @@ from traxfs.fs.struct.btree import KIND, BTree
 
 def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:
     """Does ``engine``'s catalog hold the B+trees ``PREFIX.NAME`` (a store was made on it)?"""
-    return all(engine.get_root(f"{KIND}:{prefix}.{name}") for name in names)
+    return all(tree_headers(engine, names, prefix).values())
+
+
+def tree_headers(engine, names: tuple[str, ...], prefix: str) -> dict[str, int | None]:
+    """The header page of each B+tree ``PREFIX.NAME`` in ``engine``'s catalog (None: missing)."""
+    return {name: engine.get_root(f"{KIND}:{prefix}.{name}") or None for name in names}
 
 
 class EngineIO:
