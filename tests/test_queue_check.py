@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from queue_model import close_store, new_image, open_store
 
+from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.queues.check import check_queues
 from traxfs.fs.queues.config import QueueConfig
 from traxfs.fs.queues.index import (
@@ -213,3 +214,30 @@ def test_fsck_repairing_a_damaged_filesystem_keeps_the_queues(tmp_path, what):
     finally:
         store.close()
         fs.close()
+
+
+def test_scrub_verifies_queue_blocks_by_their_own_checksums(tmp_path):
+    """A queue block is raw bytes, not an engine page: scrub checks it as a block (before, it
+    called every queue page a damaged engine page), and names a damaged one."""
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.fs.queues.store import QueueStore
+    from traxfs.fs.scrub import scrub
+    from traxfs.volume.device import create_image
+
+    path = str(tmp_path / "fs.img")
+    dev = create_image(path, 64 << 20)
+    FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    store = QueueStore(fs.e, background=False)
+    q = store.create(b"c", QueueConfig(block_size=16384))
+    q.append(lines(0, 2000))
+    blocks = _blocks(store, q)
+    store.close()
+    rep = scrub(fs, repair=False)
+    assert rep.exit_code == 0 and rep.queue_blocks == len(blocks), rep.as_dict()
+    first, e = blocks[3]
+    fs.e.raw.write(e.page * PAGE_SIZE + 5000, b"\xff\xfe")
+    rep = scrub(fs, repair=False)
+    assert rep.unrepairable == [f"queue id {q.qid}: block {e.ordinal} (sequence {first}.., device page {e.page}): "
+                                "no good copy"], rep.as_dict()
+    fs.close()

@@ -27,9 +27,10 @@ used, or closed cleanly, afterwards.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from traxfs.fs.queues.block import BlockDamaged
+from traxfs.fs.queues.block import Block, BlockDamaged
 from traxfs.fs.queues.engine_io import tree_headers
 from traxfs.fs.queues.index import (
     DOOMED,
@@ -37,6 +38,7 @@ from traxfs.fs.queues.index import (
     PREFIX,
     TREES,
     U64,
+    U64X2,
     BlockEntry,
     QueueRecord,
     SegmentRecord,
@@ -82,16 +84,32 @@ def owned_pages(engine) -> set[int]:
     can be read, without opening the store: fsck's damage pass frees what no structure owns,
     and must not take these."""
     out: set[int] = set()
-    for name, header in tree_headers(engine, TREES, PREFIX).items():
-        if header is None:
-            continue
-        s = salvage(engine, header)
-        out |= s.pages
-        if name == "blocks":
-            for _, raw in s.entries:
-                e = BlockEntry.unpack(raw)
-                out.update(range(e.page, e.page + e.pages))
+    for header in tree_headers(engine, TREES, PREFIX).values():
+        if header is not None:
+            out |= salvage(engine, header).pages
+    for _, _, e in queue_blocks(engine):
+        out.update(range(e.page, e.page + e.pages))
     return out
+
+
+def queue_blocks(engine) -> list[tuple[int, int, BlockEntry]]:
+    """(queue id, first sequence number, entry) of every block the index names, read as far as
+    the index can be read, without opening the store (scrub, fsck's damage pass)."""
+    header = tree_headers(engine, ("blocks",), PREFIX)["blocks"]
+    if header is None:
+        return []
+    return [(*U64X2.unpack(k), BlockEntry.unpack(v)) for k, v in salvage(engine, header).entries]
+
+
+def block_ok(qid: int, first: int, entry: BlockEntry) -> Callable[[bytes], bool]:
+    """Does a copy of a block's first ``entry.used`` bytes pass every check of a read?"""
+    def ok(data: bytes) -> bool:
+        try:
+            Block.load(qid, first, entry, data, f"queue id {qid}: block {entry.ordinal}")
+        except BlockDamaged:
+            return False
+        return True
+    return ok
 
 
 def _fix(store, out: QueueCheck, repair: bool, text: str, body) -> None:
