@@ -139,23 +139,37 @@ def test_a_broken_chain_and_a_page_owned_twice_are_reported_and_left(image):
         close_store(eng, store)
 
 
+def _fs_with_a_queue(path: str, files: int = 0):
+    """A filesystem on a new image holding ``files`` empty files and a queue store with queue
+    ``c`` of 2000 records in 16 KiB blocks; returns the open filesystem, queue id and blocks
+    (the store closed)."""
+    from traxfs.fs.filesystem import ROOT_INO, FileSystem
+    from traxfs.fs.queues.store import QueueStore
+    from traxfs.volume.device import create_image
+
+    dev = create_image(path, 64 << 20)
+    FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    for i in range(files):
+        fs.create(ROOT_INO, f"f{i}".encode(), 0o644, 0, 0)
+    store = QueueStore(fs.e, background=False)
+    q = store.create(b"c", QueueConfig(block_size=16384))
+    q.append(lines(0, 2000))
+    blocks = _blocks(store, q)
+    store.close()
+    return fs, q.qid, blocks
+
+
 def test_fsck_of_a_filesystem_holding_queues(tmp_path):
     """fsck runs the queue pass when the filesystem has a queue store, and counts the blocks'
     pages as owned: before, it called them leaked data and --repair would have freed them."""
     from traxfs.fs.filesystem import FileSystem
     from traxfs.fs.fsck import EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, check_device
     from traxfs.fs.queues.store import QueueStore
-    from traxfs.volume.device import ImageFileDevice, create_image
+    from traxfs.volume.device import ImageFileDevice
 
     path = str(tmp_path / "fs.img")
-    dev = create_image(path, 64 << 20)
-    FileSystem.mkfs(dev)
-    fs = FileSystem.open(dev)
-    store = QueueStore(fs.e, background=False)
-    q = store.create(b"c", QueueConfig(block_size=16384))
-    q.append(lines(0, 2000))
-    blocks = _blocks(store, q)
-    store.close()
+    fs, qid, blocks = _fs_with_a_queue(path)
     fs.close()
     rep = check_device(ImageFileDevice(path), repair=False, where=path)
     assert rep.exit_code == EXIT_CLEAN, rep.as_dict()
@@ -164,7 +178,7 @@ def test_fsck_of_a_filesystem_holding_queues(tmp_path):
     fs = FileSystem.open(ImageFileDevice(path))
     store = QueueStore(fs.e, background=False)
     first, e = blocks[1]
-    _in_tx(store, lambda tx: store.t["times"].delete(tx, time_key(q.qid, e.first_ts, first)))
+    _in_tx(store, lambda tx: store.t["times"].delete(tx, time_key(qid, e.first_ts, first)))
     store.close()
     fs.close()
     rep = check_device(ImageFileDevice(path), repair=False, where=path)
@@ -182,20 +196,13 @@ def test_fsck_repairing_a_damaged_filesystem_keeps_the_queues(tmp_path, what):
     from test_fs_repair import _pages_offset, damage, flip
 
     from traxfs.fs.engine.page import PAGE_SIZE
-    from traxfs.fs.filesystem import ROOT_INO, FileSystem
+    from traxfs.fs.filesystem import FileSystem
     from traxfs.fs.fsck import EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, check_device
     from traxfs.fs.queues.store import QueueStore
-    from traxfs.volume.device import ImageFileDevice, create_image
+    from traxfs.volume.device import ImageFileDevice
 
     path = tmp_path / "fs.img"
-    dev = create_image(str(path), 64 << 20)
-    FileSystem.mkfs(dev)
-    fs = FileSystem.open(dev)
-    for i in range(200):
-        fs.create(ROOT_INO, f"f{i}".encode(), 0o644, 0, 0)
-    store = QueueStore(fs.e, background=False)
-    store.create(b"c", QueueConfig(block_size=16384)).append(lines(0, 2000))
-    store.close()
+    fs, _, _ = _fs_with_a_queue(str(path), files=200)
     fs.close()
     if what == "tree":
         damage(path, "dirents", "leaf")
@@ -219,25 +226,14 @@ def test_fsck_repairing_a_damaged_filesystem_keeps_the_queues(tmp_path, what):
 def test_scrub_verifies_queue_blocks_by_their_own_checksums(tmp_path):
     """A queue block is raw bytes, not an engine page: scrub checks it as a block (before, it
     called every queue page a damaged engine page), and names a damaged one."""
-    from traxfs.fs.filesystem import FileSystem
-    from traxfs.fs.queues.store import QueueStore
     from traxfs.fs.scrub import scrub
-    from traxfs.volume.device import create_image
 
-    path = str(tmp_path / "fs.img")
-    dev = create_image(path, 64 << 20)
-    FileSystem.mkfs(dev)
-    fs = FileSystem.open(dev)
-    store = QueueStore(fs.e, background=False)
-    q = store.create(b"c", QueueConfig(block_size=16384))
-    q.append(lines(0, 2000))
-    blocks = _blocks(store, q)
-    store.close()
+    fs, qid, blocks = _fs_with_a_queue(str(tmp_path / "fs.img"))
     rep = scrub(fs, repair=False)
     assert rep.exit_code == 0 and rep.queue_blocks == len(blocks), rep.as_dict()
     first, e = blocks[3]
     fs.e.raw.write(e.page * PAGE_SIZE + 5000, b"\xff\xfe")
     rep = scrub(fs, repair=False)
-    assert rep.unrepairable == [f"queue id {q.qid}: block {e.ordinal} (sequence {first}.., device page {e.page}): "
+    assert rep.unrepairable == [f"queue id {qid}: block {e.ordinal} (sequence {first}.., device page {e.page}): "
                                 "no good copy"], rep.as_dict()
     fs.close()
