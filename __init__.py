@@ -10,4 +10,4 @@ __version__ = "0.1.0"
 # First, before any module below can import pyfuse3: the FUSE operations pyfuse3 lacks (lseek)
 # are added by interposing libfuse's fuse_session_new, which works only if this extension is in
 # the global symbol scope before pyfuse3's extension is loaded (see ext/fuse_lowlevel.pyx).
-from traxfs.ext import fuse_lowlevel as _fuse_lowlevel  # noqa: E402, F401
+from .ext import fuse_lowlevel as _fuse_lowlevel  # noqa: E402, F401

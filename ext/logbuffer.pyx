@@ -1,6 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The Aether log buffer: the single-mutex baseline and the consolidated + decoupled ("CD") buffer.
 
+(Why one module of this length: an insert's acquire, fill and release, for both algorithms and
+the GIL-held fast path, must be one C translation unit so the compiler inlines them into each
+other; a sixth of the module is this description.)
+
 Two classes with one API (SPEC §3, ``digests/aether.md`` §4, §5, §9 items 2-6):
 
 ``MutexLogBuffer``        Algorithm 1 (digest §4): one mutex ``L`` around all three phases of an
@@ -104,7 +108,9 @@ a wake-up can come up to 2 ms late: one registration word holds the lowest targe
 
 Test hooks (underscore names): ``_set_fill_delay`` (random sleep inside every fill),
 ``_set_chaos`` (random pauses at the interleaving points), ``_set_backoff`` (module-wide spin /
-yield / sleep limits), ``_native_bench`` and ``_native_stress`` (pthread drivers without the GIL).
+yield / sleep limits). The pthread drivers without the GIL (``_native_bench``, ``_native_stress``)
+are in ``traxfs.ext.logbuffer_drivers``, the durable flush path (``DirectLogWriter``) in
+``traxfs.ext.logwriter``; both reach the buffer's C core through ``logbuffer.pxd``.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -115,179 +121,11 @@ from libc.string cimport memcpy, memmove, memset
 
 import os
 
+
 cdef extern from *:
     """
-    #include <stdint.h>
     #include <stdlib.h>
     #include <string.h>
-    #include <errno.h>
-    #include <sched.h>
-    #include <time.h>
-    #include <pthread.h>
-    #include <limits.h>
-    #ifdef __linux__
-    #include <linux/futex.h>
-    #include <sys/syscall.h>
-    #include <unistd.h>
-    #endif
-
-    #define TFX_DONE      ((int64_t)0)
-    #define TFX_PENDING   ((int64_t)1)
-    #define TFX_FREE      ((int64_t)2)
-    #define TFX_READY     ((int64_t)1 << 40)
-    #define TFX_MAX_SLOTS 16
-    #define TFX_POOL_SIZE 256
-
-    /* One consolidation slot per cache line. */
-    typedef struct __attribute__((aligned(64))) tfx_slot {
-        int64_t state;        /* FREE / OPEN (>= READY) / PENDING / COPYING (<= DONE) */
-        uint64_t lsn;         /* group base LSN, published by slot_notify */
-        int64_t group_size;   /* group bytes, published by slot_notify */
-        int32_t idx;          /* index in slot_array while installed (written under L) */
-        int64_t waiters;      /* members blocked in futex_wait on state */
-        uint64_t ticket;      /* the group's release ticket (delegated release), published by notify */
-    } tfx_slot;
-
-    /* Delegated release (CDME-style, digest 5.4): one entry per acquired region, in LSN order. */
-    #define TFX_REL_WAITING   ((int64_t)0)
-    #define TFX_REL_DELEGATED ((int64_t)1)
-    #define TFX_REL_GRANTED   ((int64_t)2)
-    #define TFX_REL_RING      1024
-    typedef struct __attribute__((aligned(64))) tfx_rel {
-        int64_t status;       /* WAITING -> DELEGATED (owner left) or -> GRANTED (predecessor handed off) */
-        uint64_t end;         /* end LSN of the region, written under L */
-    } tfx_rel;
-
-    /* The buffer.  Fields written by different parties sit on different cache lines. */
-    typedef struct tfx_lb {
-        char *buf;
-        uint64_t capacity;
-        uint64_t max_group;
-        int mode;                                   /* 0 = mutex baseline, 1 = CD */
-        int nslots;
-        int locked_fast_path;                       /* CD: hold L through fill+release when uncontended */
-        int delegated;                              /* CD: delegated release instead of in-order spinning */
-        tfx_rel *rel_ring;
-        uint64_t fill_delay_ns;                     /* test hook: random delay inside fill */
-        uint32_t chaos_one_in;                      /* test hook: random pauses at interleaving points */
-        tfx_slot *pool;
-        tfx_slot *slot_array[TFX_MAX_SLOTS] __attribute__((aligned(64)));
-        /* acquire side: protected by L */
-        pthread_mutex_t L __attribute__((aligned(64)));
-        uint64_t cur_lsn;                           /* reserved(); atomic stores so others may peek */
-        uint64_t next_ticket;                       /* delegated release: next ticket to hand out */
-        int pool_next;
-        uint64_t n_fast, n_groups, n_group_bytes, n_space_waits;
-        uint64_t n_gil_held;                        /* inserts done at once, GIL held */
-        /* release side */
-        uint64_t released __attribute__((aligned(64)));   /* next_release_lsn */
-        int64_t rel_waiters __attribute__((aligned(64)));   /* in-order releasers in futex_wait on released */
-        uint64_t rel_target;                        /* min LSN a wait_released caller sleeps for (or ~0) */
-        int64_t n_release_blocks, n_slot_blocks, n_wakes;     /* slow-path counters (atomic adds) */
-        int64_t n_delegated, n_refusals;
-        uint64_t released_tickets __attribute__((aligned(64)));   /* delegated: tickets below are released */
-        /* flush side */
-        uint64_t flushed __attribute__((aligned(64)));
-        int64_t space_waiters;
-        pthread_mutex_t space_mtx;
-        pthread_cond_t space_cond;
-    } tfx_lb;
-
-    static inline uint64_t tfx_ld_u64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline uint64_t tfx_ld_u64_sc(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
-    static inline void tfx_st_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void tfx_st_u64_sc(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-    static inline int64_t tfx_ld_i64(int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline int64_t tfx_ld_i64_sc(int64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
-    static inline void tfx_st_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void tfx_st_i64_sc(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-    static inline int tfx_cas_i64(int64_t *p, int64_t *expected, int64_t desired) {
-        return __atomic_compare_exchange_n(p, expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    }
-    /* fetch-and-add; returns the old value */
-    static inline int64_t tfx_add_i64(int64_t *p, int64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
-    static inline int64_t tfx_add_i64_sc(int64_t *p, int64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-    static inline int64_t tfx_xchg_i64(int64_t *p, int64_t v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
-    static inline uint64_t tfx_xchg_u64(uint64_t *p, uint64_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-    /* atomic min: lower *p to v */
-    static inline void tfx_min_u64(uint64_t *p, uint64_t v) {
-        uint64_t cur = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-        while (v < cur && !__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
-    }
-    static inline tfx_slot *tfx_ld_slot(tfx_slot **p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void tfx_st_slot(tfx_slot **p, tfx_slot *v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-
-    static inline void tfx_cpu_relax(void) {
-    #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-    #elif defined(__aarch64__)
-        __asm__ __volatile__("yield" ::: "memory");
-    #else
-        __asm__ __volatile__("" ::: "memory");
-    #endif
-    }
-
-    /* Per-thread xorshift32 for the random slot probe. */
-    static __thread uint32_t tfx_rng_state;
-    static inline uint32_t tfx_rand(void) {
-        uint32_t x = tfx_rng_state;
-        if (x == 0) x = (uint32_t)(uintptr_t)&tfx_rng_state ^ 0x9e3779b9u ^ (uint32_t)clock();
-        if (x == 0) x = 1;
-        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
-        tfx_rng_state = x;
-        return x;
-    }
-
-    static inline uint64_t tfx_now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    }
-
-    static inline void tfx_sleep_ns(uint64_t ns) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        nanosleep(&ts, NULL);
-    }
-
-    /* pthread_cond_timedwait for at most ns nanoseconds (the condition uses CLOCK_REALTIME). */
-    static inline int tfx_cond_wait_ns(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t nsec = (uint64_t)ts.tv_nsec + ns % 1000000000ull;
-        ts.tv_sec += (time_t)(ns / 1000000000ull + nsec / 1000000000ull);
-        ts.tv_nsec = (long)(nsec % 1000000000ull);
-        return pthread_cond_timedwait(c, m, &ts);
-    }
-
-    /* futex on the low 32 bits of a 64-bit word: wait while it still holds ``expected``. */
-    static inline uint32_t *tfx_lo32(void *p) {
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        return (uint32_t *)p + 1;
-    #else
-        return (uint32_t *)p;
-    #endif
-    }
-    static inline void tfx_futex_wait(void *word, uint32_t expected, uint64_t timeout_ns) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
-        ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
-    #ifdef __linux__
-        syscall(SYS_futex, tfx_lo32(word), FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
-    #else
-        (void)word; (void)expected;
-        if (ts.tv_sec == 0 && ts.tv_nsec > 50000) ts.tv_nsec = 50000;
-        nanosleep(&ts, NULL);
-    #endif
-    }
-    static inline void tfx_futex_wake_all(void *word) {
-    #ifdef __linux__
-        syscall(SYS_futex, tfx_lo32(word), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-    #else
-        (void)word;
-    #endif
-    }
 
     static tfx_lb *tfx_lb_alloc(void) {
         void *p = NULL;
@@ -310,110 +148,9 @@ cdef extern from *:
         return (tfx_slot *)p;
     }
     """
-    ctypedef struct pthread_mutex_t:
-        pass
-    ctypedef struct pthread_cond_t:
-        pass
-    ctypedef unsigned long pthread_t
-
-    int64_t DONE "TFX_DONE"
-    int64_t PENDING "TFX_PENDING"
-    int64_t FREE "TFX_FREE"
-    int64_t READY "TFX_READY"
-    int MAX_SLOTS "TFX_MAX_SLOTS"
-    int POOL_SIZE "TFX_POOL_SIZE"
-
-    ctypedef struct tfx_slot:
-        int64_t state
-        uint64_t lsn
-        int64_t group_size
-        int idx
-        int64_t waiters
-        uint64_t ticket
-
-    int64_t REL_WAITING "TFX_REL_WAITING"
-    int64_t REL_DELEGATED "TFX_REL_DELEGATED"
-    int64_t REL_GRANTED "TFX_REL_GRANTED"
-    int REL_RING "TFX_REL_RING"
-
-    ctypedef struct tfx_rel:
-        int64_t status
-        uint64_t end
-
-    ctypedef struct tfx_lb:
-        char *buf
-        uint64_t capacity
-        uint64_t max_group
-        int mode
-        int nslots
-        int locked_fast_path
-        int delegated
-        tfx_rel *rel_ring
-        uint64_t fill_delay_ns
-        uint32_t chaos_one_in
-        tfx_slot *pool
-        tfx_slot *slot_array[16]
-        pthread_mutex_t L
-        uint64_t cur_lsn
-        uint64_t next_ticket
-        int pool_next
-        uint64_t n_fast
-        uint64_t n_groups
-        uint64_t n_group_bytes
-        uint64_t n_space_waits
-        uint64_t n_gil_held
-        uint64_t released
-        int64_t rel_waiters
-        uint64_t rel_target
-        int64_t n_release_blocks
-        int64_t n_slot_blocks
-        int64_t n_wakes
-        int64_t n_delegated
-        int64_t n_refusals
-        uint64_t released_tickets
-        uint64_t flushed
-        int64_t space_waiters
-        pthread_mutex_t space_mtx
-        pthread_cond_t space_cond
-
-    uint64_t ld_u64 "tfx_ld_u64"(uint64_t *p) noexcept nogil
-    uint64_t ld_u64_sc "tfx_ld_u64_sc"(uint64_t *p) noexcept nogil
-    void st_u64 "tfx_st_u64"(uint64_t *p, uint64_t v) noexcept nogil
-    void st_u64_sc "tfx_st_u64_sc"(uint64_t *p, uint64_t v) noexcept nogil
-    int64_t ld_i64 "tfx_ld_i64"(int64_t *p) noexcept nogil
-    int64_t ld_i64_sc "tfx_ld_i64_sc"(int64_t *p) noexcept nogil
-    void st_i64 "tfx_st_i64"(int64_t *p, int64_t v) noexcept nogil
-    void st_i64_sc "tfx_st_i64_sc"(int64_t *p, int64_t v) noexcept nogil
-    bint cas_i64 "tfx_cas_i64"(int64_t *p, int64_t *expected, int64_t desired) noexcept nogil
-    int64_t add_i64 "tfx_add_i64"(int64_t *p, int64_t v) noexcept nogil
-    int64_t add_i64_sc "tfx_add_i64_sc"(int64_t *p, int64_t v) noexcept nogil
-    int64_t xchg_i64 "tfx_xchg_i64"(int64_t *p, int64_t v) noexcept nogil
-    uint64_t xchg_u64 "tfx_xchg_u64"(uint64_t *p, uint64_t v) noexcept nogil
-    void min_u64 "tfx_min_u64"(uint64_t *p, uint64_t v) noexcept nogil
-    tfx_slot *ld_slot "tfx_ld_slot"(tfx_slot **p) noexcept nogil
-    void st_slot "tfx_st_slot"(tfx_slot **p, tfx_slot *v) noexcept nogil
-    void cpu_relax "tfx_cpu_relax"() noexcept nogil
-    uint32_t fast_rand "tfx_rand"() noexcept nogil
-    uint64_t now_ns "tfx_now_ns"() noexcept nogil
-    void sleep_ns "tfx_sleep_ns"(uint64_t ns) noexcept nogil
-    int cond_wait_ns "tfx_cond_wait_ns"(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns) noexcept nogil
-    void futex_wait "tfx_futex_wait"(void *word, uint32_t expected, uint64_t timeout_ns) noexcept nogil
-    void futex_wake_all "tfx_futex_wake_all"(void *word) noexcept nogil
     tfx_lb *lb_alloc "tfx_lb_alloc"() noexcept nogil
     tfx_slot *pool_alloc "tfx_pool_alloc"(int n) noexcept nogil
     tfx_rel *rel_alloc "tfx_rel_alloc"(int n) noexcept nogil
-
-    int pthread_mutex_init(pthread_mutex_t *m, void *attr) noexcept nogil
-    int pthread_mutex_destroy(pthread_mutex_t *m) noexcept nogil
-    int pthread_mutex_lock(pthread_mutex_t *m) noexcept nogil
-    int pthread_mutex_trylock(pthread_mutex_t *m) noexcept nogil
-    int pthread_mutex_unlock(pthread_mutex_t *m) noexcept nogil
-    int pthread_cond_init(pthread_cond_t *c, void *attr) noexcept nogil
-    int pthread_cond_destroy(pthread_cond_t *c) noexcept nogil
-    int pthread_cond_broadcast(pthread_cond_t *c) noexcept nogil
-    int pthread_create(pthread_t *t, void *attr, void *(*fn)(void *) noexcept nogil, void *arg) noexcept nogil
-    int pthread_join(pthread_t t, void **ret) noexcept nogil
-    int sched_yield() noexcept nogil
 
 
 # Backoff: SPIN_LIMIT pauses, then sched_yield until YIELD_LIMIT, then short sleeps.  With more
@@ -439,7 +176,7 @@ def _set_backoff(int spin, int yields, int sleep_ns):
     SLEEP_NS = sleep_ns
 
 
-cdef inline bint spin_then_block(int *spins) noexcept nogil:
+cdef bint spin_then_block(int *spins) noexcept nogil:
     """One step of a wait that can block: pause, then yield; True once it is time to block."""
     if spins[0] < SPIN_LIMIT:
         spins[0] += 1
@@ -496,7 +233,7 @@ cdef inline void ring_put(tfx_lb *lb, uint64_t lsn, const char *src, uint64_t n)
         memcpy(lb.buf, src + first, n - first)
 
 
-cdef inline void ring_get(tfx_lb *lb, uint64_t lsn, char *dst, uint64_t n) noexcept nogil:
+cdef void ring_get(tfx_lb *lb, uint64_t lsn, char *dst, uint64_t n) noexcept nogil:
     cdef uint64_t pos = lsn % lb.capacity
     cdef uint64_t first = lb.capacity - pos
     if first >= n:
@@ -785,7 +522,7 @@ cdef bint try_insert_now(tfx_lb *lb, const char *data, uint64_t size, uint64_t *
     return True
 
 
-cdef inline uint64_t lb_insert(tfx_lb *lb, const char *data, uint64_t size) noexcept nogil:
+cdef uint64_t lb_insert(tfx_lb *lb, const char *data, uint64_t size) noexcept nogil:
     if lb.mode == MODE_CD:
         return cd_insert(lb, data, size)
     return mutex_insert(lb, data, size)
@@ -824,15 +561,9 @@ cdef uint64_t lb_wait_released(tfx_lb *lb, uint64_t lsn, double timeout) noexcep
 # ---------------------------------------------------------------- Python classes
 
 cdef class _LogBuffer:
-    """Common implementation; use :class:`MutexLogBuffer` or :class:`ConsolidatedLogBuffer`."""
-
-    cdef tfx_lb *lb
-    cdef readonly uint64_t capacity
-    cdef readonly uint64_t max_record
-    # insert() first tries ``try_insert_now`` with the GIL held: an uncontended insert from
-    # Python then costs no GIL hand-off (two OS context switches with 8 threads on 2 cores).
-    # False: always release the GIL, as the Python-thread rows of bench_logbuffer measure.
-    cdef public bint gil_fast_path
+    """Common implementation; use :class:`MutexLogBuffer` or :class:`ConsolidatedLogBuffer`.
+    Its fields and C core are declared in ``logbuffer.pxd``, for the modules that drive a buffer
+    from C (``logwriter``, ``logbuffer_drivers``)."""
 
     def __cinit__(self, *args, **kwargs):
         self.lb = NULL
@@ -1040,330 +771,3 @@ cdef class ConsolidatedLogBuffer(_LogBuffer):
         if release not in ("in-order", "delegated"):
             raise ValueError(f"release must be 'in-order' or 'delegated', got {release!r}")
         self._setup(capacity, start_lsn, MODE_CD, slots, fast_path == "locked", release == "delegated")
-
-
-# ---------------------------------------------------------------- durable appends without the GIL
-
-cdef extern from *:
-    """
-    #include <unistd.h>
-    #include <errno.h>
-    static inline int64_t tfx_pwrite_all(int fd, const char *p, uint64_t n, uint64_t off) {
-        while (n > 0) {
-            ssize_t k = pwrite(fd, p, (size_t)n, (off_t)off);
-            if (k < 0) { if (errno == EINTR) continue; return -errno; }
-            if (k == 0) return -EIO;
-            p += k; n -= (uint64_t)k; off += (uint64_t)k;
-        }
-        return 0;
-    }
-    static inline int64_t tfx_pread_all(int fd, char *p, uint64_t n, uint64_t off) {
-        while (n > 0) {
-            ssize_t k = pread(fd, p, (size_t)n, (off_t)off);
-            if (k < 0) { if (errno == EINTR) continue; return -errno; }
-            if (k == 0) { memset(p, 0, (size_t)n); return 0; }   /* past a sparse image's end */
-            p += k; n -= (uint64_t)k; off += (uint64_t)k;
-        }
-        return 0;
-    }
-    static void *tfx_aligned_alloc(uint64_t n) {
-        void *p = NULL;
-        if (posix_memalign(&p, 4096, (size_t)n) != 0) return NULL;
-        return p;
-    }
-    """
-    int64_t pwrite_all "tfx_pwrite_all"(int fd, const char *p, uint64_t n, uint64_t off) noexcept nogil
-    int64_t pread_all "tfx_pread_all"(int fd, char *p, uint64_t n, uint64_t off) noexcept nogil
-    void *aligned_alloc4k "tfx_aligned_alloc"(uint64_t n) noexcept nogil
-
-
-cdef class DirectLogWriter:
-    """The log flusher's write path when the log region lives in a file or device opened
-    ``O_DIRECT|O_DSYNC``: copy the released bytes [start, end) from the ring into an aligned
-    buffer behind the partial sector last written, pad to whole sectors, ``pwrite`` (split at the
-    region's wrap) -- all without the GIL.  One durable round trip per flush and no Python objects
-    on the way (``LogStore.append_durable`` does the same in Python for any other device).
-
-    The region holds LSN ``L`` at byte ``region_offset + L % region_size``.  The bytes of the
-    first sector before ``start`` were written by the previous append (kept in the buffer) or are
-    read back from the device.  Rewriting that durable prefix is safe against torn writes: every
-    version of the sector holds the same prefix; the zero padding replaces only bytes past the
-    log's end.  The file descriptor is the caller's (it must outlive the writer); one flusher at
-    a time (the log manager's contract)."""
-
-    cdef int fd
-    cdef uint64_t region_offset, region_size, sector
-    cdef char *buf
-    cdef uint64_t buf_cap
-    cdef uint64_t tail_lsn, tail_len
-    cdef bint tail_valid
-    cdef readonly uint64_t appends  # durable appends done (tests check the path is taken)
-
-    def __cinit__(self, *args, **kwargs):
-        self.buf = NULL
-
-    def __init__(self, int fd, region_offset, region_size, sector, max_flush):
-        if sector < 512 or sector > 4096 or sector & (sector - 1):
-            raise ValueError(f"sector of {sector} bytes: must be a power of two in 512..4096")
-        if region_offset % sector or region_size % sector or region_size < 2 * sector:
-            raise ValueError(f"log region [{region_offset}, +{region_size}) not aligned to {sector}-byte sectors")
-        if max_flush <= 0:
-            raise ValueError(f"max_flush must be positive, got {max_flush}")
-        self.fd = fd
-        self.region_offset = region_offset
-        self.region_size = region_size
-        self.sector = sector
-        self.buf_cap = ((<uint64_t>max_flush + 2 * self.sector + 4095) // 4096) * 4096
-        self.buf = <char *>aligned_alloc4k(self.buf_cap)
-        if self.buf == NULL:
-            raise MemoryError()
-        self.tail_valid = False
-
-    def __dealloc__(self):
-        free(self.buf)
-        self.buf = NULL
-
-    def append(self, _LogBuffer buffer, start, end) -> None:
-        """Write log bytes [start, end) from ``buffer`` durably.  Needs ``flushed <= start <=
-        end <= released`` (the flusher's range).  Raises ``OSError`` with the device's errno
-        (``EINVAL``: the file or device refuses this alignment; the caller falls back)."""
-        cdef tfx_lb *lb = buffer.lb
-        cdef uint64_t s, e, s0, head, total, padded, pos, first, cut
-        cdef int64_t rc = 0
-        if start < 0 or end < 0:
-            raise ValueError(f"append [{start}, {end}): negative LSN")
-        s = start
-        e = end
-        if not (ld_u64(&lb.flushed) <= s <= e <= ld_u64(&lb.released)):
-            raise ValueError(f"append [{s}, {e}) outside the buffer's flushable range "
-                             f"[{ld_u64(&lb.flushed)}, {ld_u64(&lb.released)})")
-        if e == s:
-            return
-        s0 = s - s % self.sector
-        head = s - s0
-        total = head + (e - s)
-        padded = ((total + self.sector - 1) // self.sector) * self.sector
-        if padded > self.buf_cap:
-            raise ValueError(f"append of {e - s} bytes exceeds the writer's {self.buf_cap}-byte buffer")
-        with nogil:
-            if head and not (self.tail_valid and self.tail_lsn == s0 and self.tail_len == head):
-                rc = pread_all(self.fd, self.buf, self.sector, self.region_offset + s0 % self.region_size)
-            self.tail_valid = False
-            if rc == 0:
-                ring_get(lb, s, self.buf + head, e - s)
-                memset(self.buf + total, 0, <size_t>(padded - total))
-                pos = s0 % self.region_size
-                first = min(padded, self.region_size - pos)
-                rc = pwrite_all(self.fd, self.buf, first, self.region_offset + pos)
-                if rc == 0 and first < padded:
-                    rc = pwrite_all(self.fd, self.buf + first, padded - first, self.region_offset)
-            if rc == 0:
-                cut = e - e % self.sector
-                self.tail_len = e - cut
-                if self.tail_len:
-                    memmove(self.buf, self.buf + (cut - s0), <size_t>self.tail_len)
-                self.tail_lsn = cut
-                self.tail_valid = True
-        if rc != 0:
-            raise OSError(<int>(-rc), f"durable log append at LSN {s}: {os.strerror(<int>(-rc))}")
-        self.appends += 1
-
-
-# ---------------------------------------------------------------- native drivers (bench, stress)
-
-ctypedef struct native_ctl:
-    tfx_lb *lb
-    int64_t stop              # workers stop when set (bench mode)
-    int64_t workers_left
-    char *capture             # stress: the flushed stream is copied here (NULL: scratch copy only)
-    uint64_t capture_len
-    char *scratch             # bench: flusher's "write" target
-    uint64_t start_lsn
-    uint64_t flush_rounds
-    uint64_t violations       # released moved backwards or exceeded reserved, or capture overflow
-
-
-ctypedef struct native_worker:
-    native_ctl *ctl
-    const char **recs
-    uint64_t *lens
-    uint64_t nrecs
-    uint64_t *lsns_out        # stress: LSN of each record
-    int loop                  # bench: cycle over recs until ctl.stop
-    uint64_t inserts
-    uint64_t nbytes
-
-
-cdef void *native_worker_main(void *arg) noexcept nogil:
-    cdef native_worker *w = <native_worker *>arg
-    cdef tfx_lb *lb = w.ctl.lb
-    cdef uint64_t i = 0, lsn
-    cdef uint64_t done = 0, nbytes = 0
-    if w.loop:
-        while ld_i64(&w.ctl.stop) == 0:
-            lb_insert(lb, w.recs[i], w.lens[i])
-            nbytes += w.lens[i]
-            done += 1
-            i += 1
-            if i == w.nrecs:
-                i = 0
-    else:
-        for i in range(w.nrecs):
-            lsn = lb_insert(lb, w.recs[i], w.lens[i])
-            w.lsns_out[i] = lsn
-            nbytes += w.lens[i]
-            done += 1
-    w.inserts = done
-    w.nbytes = nbytes
-    add_i64(&w.ctl.workers_left, -1)
-    return NULL
-
-
-cdef void *native_flusher_main(void *arg) noexcept nogil:
-    cdef native_ctl *ctl = <native_ctl *>arg
-    cdef tfx_lb *lb = ctl.lb
-    cdef uint64_t f = ld_u64(&lb.flushed), r, last = f, reserved
-    cdef int spins = 0
-    while True:
-        r = ld_u64(&lb.released)
-        reserved = ld_u64(&lb.cur_lsn)
-        if r < last or r > reserved:
-            ctl.violations += 1
-        last = r
-        if r > f:
-            if ctl.capture != NULL:
-                if r - ctl.start_lsn > ctl.capture_len:
-                    ctl.violations += 1
-                    r = ctl.start_lsn + ctl.capture_len
-                ring_get(lb, f, ctl.capture + (f - ctl.start_lsn), r - f)
-            else:
-                ring_get(lb, f, ctl.scratch, r - f)
-            lb_mark_flushed(lb, r)
-            f = r
-            ctl.flush_rounds += 1
-            spins = 0
-        elif ld_i64(&ctl.workers_left) == 0 and ld_u64(&lb.released) == f:
-            break
-        elif spin_then_block(&spins):        # wait for a quarter ring or 1 ms: batch the copies
-            lb_wait_released(lb, f + lb.capacity // 4, 0.001)
-    return NULL
-
-
-cdef object _run_native(_LogBuffer buf, list per_thread, bint loop, double seconds, bint capture,
-                        uint64_t capture_len):
-    cdef tfx_lb *lb = buf.lb
-    cdef int nthreads = len(per_thread)
-    cdef int t, k
-    cdef uint64_t j
-    cdef native_ctl ctl
-    cdef native_worker *workers = NULL
-    cdef pthread_t *tids = NULL
-    cdef pthread_t ftid
-    cdef uint64_t t0, t1
-    cdef int started = 0
-    cdef bint flusher_started = False
-    memset(&ctl, 0, sizeof(ctl))
-    ctl.lb = lb
-    ctl.start_lsn = ld_u64(&lb.flushed)
-    if ld_u64(&lb.released) != ctl.start_lsn or ld_u64(&lb.cur_lsn) != ctl.start_lsn:
-        raise ValueError("native drivers need a buffer with nothing pending (flushed == reserved)")
-    ctl.workers_left = nthreads
-    workers = <native_worker *>malloc(sizeof(native_worker) * nthreads)
-    tids = <pthread_t *>malloc(sizeof(pthread_t) * nthreads)
-    if workers == NULL or tids == NULL:
-        free(workers)
-        free(tids)
-        raise MemoryError()
-    memset(workers, 0, sizeof(native_worker) * nthreads)
-    try:
-        ctl.scratch = <char *>malloc(lb.capacity)
-        if capture:
-            ctl.capture = <char *>malloc(capture_len if capture_len else 1)
-            ctl.capture_len = capture_len
-        if ctl.scratch == NULL or (capture and ctl.capture == NULL):
-            raise MemoryError()
-        for t in range(nthreads):
-            recs = per_thread[t]
-            workers[t].ctl = &ctl
-            workers[t].nrecs = len(recs)
-            workers[t].loop = loop
-            workers[t].recs = <const char **>malloc(sizeof(char *) * max(1, len(recs)))
-            workers[t].lens = <uint64_t *>malloc(sizeof(uint64_t) * max(1, len(recs)))
-            workers[t].lsns_out = <uint64_t *>malloc(sizeof(uint64_t) * max(1, len(recs)))
-            if workers[t].recs == NULL or workers[t].lens == NULL or workers[t].lsns_out == NULL:
-                raise MemoryError()
-            if loop and len(recs) == 0:
-                raise ValueError("bench mode needs at least one record per thread")
-            for k, rec in enumerate(recs):
-                if type(rec) is not bytes:
-                    raise TypeError("records must be bytes")
-                if len(rec) < 16 or <uint64_t>len(rec) > lb.max_group:
-                    raise ValueError(f"record length {len(rec)} outside 16..{lb.max_group}")
-                workers[t].recs[k] = PyBytes_AS_STRING(rec)
-                workers[t].lens[k] = <uint64_t>PyBytes_GET_SIZE(rec)
-        with nogil:
-            if pthread_create(&ftid, NULL, native_flusher_main, &ctl) == 0:
-                flusher_started = True
-                t0 = now_ns()
-                for t in range(nthreads):
-                    if pthread_create(&tids[t], NULL, native_worker_main, &workers[t]) != 0:
-                        break
-                    started += 1
-                if started < nthreads:
-                    add_i64(&ctl.workers_left, started - nthreads)
-                    st_i64(&ctl.stop, 1)
-                if loop:
-                    sleep_ns(<uint64_t>(seconds * 1e9))
-                    st_i64(&ctl.stop, 1)
-                for t in range(started):
-                    pthread_join(tids[t], NULL)
-                t1 = now_ns()
-                pthread_join(ftid, NULL)
-        if not flusher_started or started < nthreads:
-            raise OSError("pthread_create failed")
-        inserts = 0
-        nbytes = 0
-        for t in range(nthreads):
-            inserts += workers[t].inserts
-            nbytes += workers[t].nbytes
-        result = {
-            "seconds": (t1 - t0) / 1e9,
-            "inserts": inserts,
-            "bytes": nbytes,
-            "flush_rounds": ctl.flush_rounds,
-            "violations": ctl.violations,
-        }
-        if not loop:
-            lsns = []
-            for t in range(nthreads):
-                lsns.append([workers[t].lsns_out[j] for j in range(workers[t].nrecs)])
-            result["lsns"] = lsns
-        if capture:
-            result["stream"] = PyBytes_FromStringAndSize(ctl.capture, <Py_ssize_t>capture_len)
-        return result
-    finally:
-        for t in range(nthreads):
-            free(workers[t].recs)
-            free(workers[t].lens)
-            free(workers[t].lsns_out)
-        free(workers)
-        free(tids)
-        free(ctl.scratch)
-        free(ctl.capture)
-
-
-def _native_bench(_LogBuffer buf, int threads, bytes record, double seconds):
-    """Benchmark driver without the GIL: ``threads`` pthreads insert ``record`` in a loop for
-    ``seconds`` while a native flusher thread copies [flushed, released) out and marks it flushed.
-    Returns {seconds, inserts, bytes, flush_rounds, violations}."""
-    if threads < 1:
-        raise ValueError("threads must be >= 1")
-    return _run_native(buf, [[record] for _ in range(threads)], True, seconds, False, 0)
-
-
-def _native_stress(_LogBuffer buf, list per_thread_records):
-    """Correctness driver without the GIL: thread ``i`` inserts ``per_thread_records[i]`` (a list of
-    bytes) once, in order; a native flusher copies the released stream out.  Returns {..., lsns:
-    per-thread list of LSNs, stream: the flushed bytes from the starting LSN}."""
-    total = sum(len(r) for recs in per_thread_records for r in recs)
-    return _run_native(buf, per_thread_records, False, 0.0, True, total)

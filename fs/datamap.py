@@ -45,12 +45,16 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from traxfs.fs.datasums import ZEROS, DataSums, Sum, page_sums
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.keys import EXTENT, extent_key, prefix_range
-from traxfs.fs.struct.btree import BTree
+from .datasums import ZEROS, DataSums, Sum, page_sums
+from .engine.engine import Engine
+from .engine.page import PAGE_SIZE
+from .keys import EXTENT, extent_key, prefix_range
+from .struct.btree import BTree
+
+if TYPE_CHECKING:
+    from .inodes import FsTransaction
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
 PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file
@@ -241,7 +245,7 @@ class DataMap:
         first, stop = off // PAGE_SIZE, -(-(off + length) // PAGE_SIZE)
         alloc_stop = stop
         if off + length > size > 0:
-            self.preallocated.add(ino)  # given back at the last close (FileSystem.give_back)
+            self.preallocated.add(ino)  # given back at the last close (Lifetime.give_back)
             alloc_stop = stop + min(PREALLOC_PAGES, stop)
             beyond = self.extents(ino, stop, alloc_stop)
             if beyond:
@@ -377,16 +381,17 @@ class DataMap:
         about to expose (the old last page's tail, preallocated pages never written)."""
         return self.plan(ino, end, b"", [], start, new_size=end)
 
-    def publish(self, tx, ino: int, new: list[tuple[int, int, int]]) -> None:
+    def publish(self, ftx: FsTransaction, ino: int, new: list[tuple[int, int, int]]) -> None:
         """Put freshly written extents into the map, merging with a physically contiguous
         predecessor (a file grown in place stays one extent). A cached copy of the map gets the
         same change, so the next write need not reload it (a file allocated piece by piece
-        would otherwise reload its whole map at every allocation); ``tx.maps_current`` tells
+        would otherwise reload its whole map at every allocation); ``ftx.maps_current`` tells
         the commit to keep it (an abort drops it)."""
-        tx.extent_inos.add(ino)
+        tx = ftx.tx
+        ftx.extent_inos.add(ino)
         cached = self._maps.get(ino)
         if cached is not None:
-            tx.maps_current.add(ino)
+            ftx.maps_current.add(ino)
         for lpage, phys, count in new:
             prev = self.tree.floor(extent_key(ino, lpage - 1)) if lpage else None
             if prev is not None and prev[0][:8] == extent_key(ino, 0)[:8]:
@@ -413,13 +418,14 @@ class DataMap:
         cached = self._maps[ino] = (starts, entries, pages + added)
         return cached
 
-    def truncate(self, tx, ino: int, new_size: int) -> int:
+    def truncate(self, ftx: FsTransaction, ino: int, new_size: int) -> int:
         """Drop every page wholly past ``new_size``; returns the number of pages freed."""
+        tx = ftx.tx
         keep = -(-new_size // PAGE_SIZE)
         freed = 0
         self.forget(ino)
-        tx.extent_inos.add(ino)
-        tx.maps_current.discard(ino)
+        ftx.extent_inos.add(ino)
+        ftx.maps_current.discard(ino)
         for lpage, phys, count in self.extents(ino, keep, 1 << 62):
             cut = max(0, keep - lpage)
             if cut:

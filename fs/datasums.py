@@ -53,16 +53,19 @@ import struct
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
 
-from traxfs.ext.datasum import check_pages
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
-from traxfs.fs.keys import U64
-from traxfs.fs.struct.btree import BTree
+from ..ext.datasum import check_pages
+from .engine.engine import Engine
+from .engine.page import PAGE_SIZE
+from .errors import FsError
+from .keys import U64
+from .struct.btree import BTree
+
+if TYPE_CHECKING:
+    from .inodes import FsTransaction
 
 GROUP = 128  # device pages per datasums record
 _BITS = GROUP // 8  # bytes of one bitmap
@@ -224,13 +227,13 @@ class DataSums:
                 self.pending_tree.delete(tx, key)
             i = j
 
-    def record(self, tx, updates: dict[int, Sum]) -> None:
-        """Log these sums now in ``tx`` (overwrite intents; the sums of a write that commits a
-        transaction anyway); they replace the pages' deferred sums once ``tx`` commits, and
+    def record(self, ftx: FsTransaction, updates: dict[int, Sum]) -> None:
+        """Log these sums now in ``ftx`` (overwrite intents; the sums of a write that commits a
+        transaction anyway); they replace the pages' deferred sums once ``ftx`` commits, and
         vanish with it if it aborts."""
-        self._put(tx, updates)
-        tx.__dict__.setdefault("sums_recorded", set()).update(updates)  # newer than any deferred sum
-        tx.post_commit.append(lambda _handle: self._drop(updates))
+        self._put(ftx.tx, updates)
+        ftx.sums_recorded.update(updates)  # newer than any deferred sum
+        ftx.tx.post_commit.append(lambda _handle: self._drop(updates))
 
     def defer(self, ino: int, updates: dict[int, Sum]) -> None:
         """Sums of data now on the device, to be logged with the inode (:meth:`log_deferred`)."""
@@ -247,17 +250,16 @@ class DataSums:
         with self._lock:
             return any(p in self._deferred for p in pages)
 
-    def log_deferred(self, tx, ino: int) -> None:
-        """Log ``ino``'s deferred sums in ``tx`` (just before its inode record: a size never
+    def log_deferred(self, ftx: FsTransaction, ino: int) -> None:
+        """Log ``ino``'s deferred sums in ``ftx`` (just before its inode record: a size never
         becomes durable without the sums of the bytes below it)."""
-        recorded = tx.__dict__.get("sums_recorded", ())
         with self._lock:
             pages = self._by_ino.get(ino)
             if not pages:
                 return
-            updates = {p: self._deferred[p][1] for p in pages if p not in recorded}
-        self._put(tx, updates)
-        tx.post_commit.append(lambda _handle: self._drop(updates))
+            updates = {p: self._deferred[p][1] for p in pages if p not in ftx.sums_recorded}
+        self._put(ftx.tx, updates)
+        ftx.tx.post_commit.append(lambda _handle: self._drop(updates))
 
     def _drop(self, logged: dict[int, Sum]) -> None:
         """Forget deferred sums now in the log. (Sums are deferred, logged and committed under

@@ -37,17 +37,17 @@ error (the filesystem cannot be opened at all).
 from __future__ import annotations
 
 import stat
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from traxfs.fs.datamap import PREALLOC_PAGES
-from traxfs.fs.engine.check import allocated_pages, check_engine
-from traxfs.fs.engine.engine import BITS_PER_MAP
-from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE
-from traxfs.fs.engine.superblock import SuperblockError, read_copies
-from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.fs.fsck_damage import (
+from ..volume.overlay import OverlayDevice
+from .datamap import PREALLOC_PAGES
+from .engine.check import allocated_pages, check_engine
+from .engine.engine import BITS_PER_MAP
+from .engine.page import PAGE_MAGIC, PAGE_SIZE
+from .engine.superblock import SuperblockError, read_copies
+from .filesystem import FileSystem
+from .fsck_damage import (
     Issue,
     adopt_lost_leaves,
     damage_issues,
@@ -58,11 +58,11 @@ from traxfs.fs.fsck_damage import (
     read_trees,
     unowned_pages,
 )
-from traxfs.fs.keys import EXTENT, U64, Inode, cookie_key, dirent_key, ino_key
-from traxfs.fs.queues.check import QueueCheck, check_queues, owned_pages
-from traxfs.fs.queues.store import QueueStore, has_queues
-from traxfs.fs.scrub import scrub, stale_sums
-from traxfs.volume.overlay import OverlayDevice
+from .keys import EXTENT, U64, Inode, cookie_key, dirent_key
+from .limits import ROOT_INO
+from .queues.check import QueueCheck, check_queues, owned_pages
+from .queues.store import QueueStore, has_queues
+from .scrub import scrub, stale_sums
 
 EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL = 0, 1, 4, 8
 ROUNDS = 3  # repair passes: a fix may reveal the next (a recreated root, then its link count)
@@ -249,7 +249,7 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
         out.append(Issue(f"inode record {k.hex()} is malformed", _txn(fs, lambda tx, k=k: t["inodes"].delete(tx, k))))
     out += meta_issues(fs, f["meta"], max(inodes, default=ROOT_INO))
     if ROOT_INO not in inodes:
-        return out + [Issue("the root directory is missing", _new_root(fs))]
+        return out + [Issue("the root directory is missing", fs.repair.new_root)]
     if not inodes[ROOT_INO].is_dir:
         return out + [Issue("the root inode is not a directory", None)]
     links: Counter = Counter()
@@ -278,7 +278,7 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
             want_parent = ROOT_INO if ino == ROOT_INO else parent_of.get(ino)
             if f["dotdot"].get(ino) != want_parent and want_parent is not None:
                 out.append(Issue(f"directory {ino}: '..' is {f['dotdot'].get(ino)}, expected {want_parent}",
-                            _txn(fs, lambda tx, i=ino, p=want_parent: fs._set_parent(tx, i, p))))
+                            lambda i=ino, p=want_parent: fs.repair.set_parent(i, p)))
         want = (2 + subdirs[ino]) if node.is_dir else links[ino]
         if node.is_dir and ino != ROOT_INO and links[ino] == 0:
             want = 0
@@ -286,24 +286,27 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
             want = 2 + subdirs[ino]
         if want == 0 and node.nlink == 0:
             if ino not in f["orphans"]:
-                out.append(Issue(f"inode {ino} is unlinked but not on the orphan list", _destroy(fs, ino)))
+                out.append(Issue(f"inode {ino} is unlinked but not on the orphan list",
+                                 lambda i=ino: fs.repair.destroy(i)))
             else:
                 out.append(Issue(f"inode {ino} is an orphan (unlinked while open at a crash; the next mount "
-                                 "frees it, as --repair does)", _destroy(fs, ino), note=True))
+                                 "frees it, as --repair does)", lambda i=ino: fs.repair.destroy(i), note=True))
             continue
         if want == 0 and node.nlink > 0:
             out.append(Issue(f"inode {ino} ({stat.filemode(node.mode)}) is named by no entry (lost)",
                         _lost_found(fs, ino)))
             continue
         if node.nlink != want:
-            out.append(Issue(f"inode {ino}: link count {node.nlink}, counted {want}", _set_nlink(fs, ino, want)))
+            out.append(Issue(f"inode {ino}: link count {node.nlink}, counted {want}",
+                             lambda i=ino, n=want: fs.repair.set_nlink(i, n)))
     owner: dict[int, int] = {}
     allocated, _ = allocated_pages(fs.e)  # the maps read raw from the device
     allocated_set = set(allocated)
     for ino, lpage, phys, count in f["extents"]:
         node = inodes.get(ino)
         if node is None:
-            out.append(Issue(f"extent of missing inode {ino} at file page {lpage}", _drop_extents(fs, ino)))
+            out.append(Issue(f"extent of missing inode {ino} at file page {lpage}",
+                             lambda i=ino: fs.repair.truncate(i, 0)))
             continue
         keep = -(-node.size // PAGE_SIZE)
         if lpage + count > keep:
@@ -311,11 +314,11 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
             # a crash leaves some (within the preallocation limit), and that is no error
             if fs.e.crashed and lpage + count <= keep + PREALLOC_PAGES:
                 out.append(Issue(f"inode {ino}: {lpage + count - max(lpage, keep)} page(s) preallocated past the "
-                                 "size, left by a crash (given back by --repair)", _truncate(fs, ino, node.size),
-                                 note=True))
+                                 "size, left by a crash (given back by --repair)",
+                                 lambda i=ino, n=node.size: fs.repair.truncate(i, n), note=True))
             else:
                 out.append(Issue(f"inode {ino}: extent at file page {lpage} ({count} pages) lies past the size "
-                                 f"{node.size}", _truncate(fs, ino, node.size)))
+                                 f"{node.size}", lambda i=ino, n=node.size: fs.repair.truncate(i, n)))
         if phys < fs.e.first_data_page or phys + count > fs.e.page_count:
             out.append(Issue(f"inode {ino}: extent pages {phys}+{count} outside the data area", None))
             continue
@@ -347,34 +350,12 @@ def _leaked_data(fs: FileSystem, allocated: list[int], data_pages: set[int]) -> 
 
 # ----- repairs: each runs as one transaction ---------------------------------------------------
 def _txn(fs: FileSystem, body):
-    """A repair: ``body(tx)`` inside one filesystem transaction."""
+    """A repair of records: ``body(tx)`` with the engine transaction of one filesystem
+    transaction."""
     def run():
-        with fs._lock, fs._txn() as tx:
-            body(tx)
+        with fs.repair.transaction() as ftx:
+            body(ftx.tx)
     return run
-
-
-def _destroy(fs: FileSystem, ino: int):
-    def run():
-        with fs._lock:
-            fs._destroy(fs._get(ino))
-    return run
-
-
-def _set_nlink(fs: FileSystem, ino: int, n: int):
-    def body(tx):
-        node = fs._copy(ino)
-        node.nlink = n
-        fs._put(tx, node)
-    return _txn(fs, body)
-
-
-def _truncate(fs: FileSystem, ino: int, size: int):
-    return _txn(fs, lambda tx: fs.data.truncate(tx, ino, size))
-
-
-def _drop_extents(fs: FileSystem, ino: int):
-    return _txn(fs, lambda tx: fs.data.truncate(tx, ino, 0))
 
 
 def _free(fs: FileSystem, pages: list[int]):
@@ -386,31 +367,11 @@ def _free(fs: FileSystem, pages: list[int]):
     return lambda: run() or "freed"
 
 
-def _new_root(fs: FileSystem):
-    def body(tx):
-        now = time.time_ns()
-        root = Inode(ROOT_INO, stat.S_IFDIR | 0o755, 0, 0, 2, atime_ns=now, mtime_ns=now, ctime_ns=now,
-                     crtime_ns=now)
-        fs._put(tx, root)
-        fs._set_parent(tx, ROOT_INO, ROOT_INO)
-    return _txn(fs, body)
-
-
 def _lost_found(fs: FileSystem, ino: int):
     def run():
         try:
             lf = fs.lookup(ROOT_INO, b"lost+found")
         except Exception:  # noqa: BLE001  (absent: create it)
             lf = fs.mkdir(ROOT_INO, b"lost+found", 0o700, 0, 0)
-        with fs._lock, fs._txn() as tx:
-            node = fs._copy(ino)
-            p = fs._copy(lf.ino)
-            fs._add_entry(tx, p, f"#{ino}".encode(), ino)
-            if node.is_dir:
-                p.nlink += 1
-                fs._set_parent(tx, ino, lf.ino)
-            fs._put(tx, p)
-            node.nlink = max(node.nlink, 1)
-            fs._put(tx, node)
-            fs.t["orphans"].delete(tx, ino_key(ino))
+        fs.repair.reattach(ino, lf.ino, f"#{ino}".encode())
     return run

@@ -22,18 +22,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.alloc import NoSpace
-from traxfs.fs.engine.check import allocated_pages, page_runs
-from traxfs.fs.engine.engine import BITS_PER_MAP
-from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
-from traxfs.fs.errors import FsError
-from traxfs.fs.filesystem import INO_BATCH, FileSystem
-from traxfs.fs.keys import EXTENT, U64, Inode
-from traxfs.fs.queues.check import owned_pages as queue_pages
-from traxfs.fs.struct.btree import BTree
-from traxfs.fs.struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
-from traxfs.fs.trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
+from .engine import opcodes
+from .engine.alloc import NoSpace
+from .engine.check import allocated_pages, page_runs
+from .engine.engine import BITS_PER_MAP
+from .engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
+from .errors import FsError
+from .filesystem import FileSystem
+from .inodes import INO_BATCH
+from .keys import EXTENT, U64, Inode
+from .queues.check import owned_pages as queue_pages
+from .struct.btree import BTree
+from .struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
+from .trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
 
 
 @dataclass
@@ -211,7 +212,8 @@ def _rebuild_tree(fs: FileSystem, name: str, s: Salvage):
         tree = None
         for build in (BTree.bulk_create, _create_by_puts):  # bulk needs one free run of pages
             try:
-                with fs._lock, fs._txn() as tx:
+                with fs.repair.transaction() as ftx:
+                    tx = ftx.tx
                     tree = build(fs.e, tx, s.entries, name=f"fs.{name}")
                     for pid in sorted(old):
                         fs.e.free_page(tx, pid)
@@ -220,7 +222,7 @@ def _rebuild_tree(fs: FileSystem, name: str, s: Salvage):
                 continue
         if tree is None:
             raise NoSpace(f"no room to rebuild tree fs.{name} ({len(s.entries)} entries)")
-        fs.replace_tree(name, tree)
+        fs.repair.replace_tree(name, tree)
         return f"tree fs.{name} rebuilt from its {len(s.entries)} readable entries"
 
     return run
@@ -240,7 +242,8 @@ def _rebuild_maps(fs: FileSystem, maps: list[tuple[int, int, str]], trees: dict[
 
     def run() -> str:
         used = _owned(fs, trees, damaged=True)
-        with fs._lock, fs._txn() as tx:
+        with fs.repair.transaction() as ftx:
+            tx = ftx.tx
             for m, pid, _ in maps:
                 first = m * BITS_PER_MAP
                 bits = bytearray(PAGE_SIZE - 32)
@@ -256,8 +259,8 @@ def _rebuild_maps(fs: FileSystem, maps: list[tuple[int, int, str]], trees: dict[
 
 def _put_meta(fs: FileSystem, key: bytes, value: Callable[[], bytes], said: str):
     def run() -> str:
-        with fs._lock, fs._txn() as tx:
-            fs.t["meta"].put(tx, key, value())
+        with fs.repair.transaction() as ftx:
+            fs.t["meta"].put(ftx.tx, key, value())
         return said
     return run
 

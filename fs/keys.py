@@ -1,6 +1,6 @@
 """On-disk records of the filesystem: inodes, directory entries, readdir cookies, extents.
 
-Every record lives in one of the filesystem's B+trees (``fs/superblock.py`` names them). Keys
+Every record lives in one of the filesystem's B+trees (``fs/trees.py`` names them). Keys
 are big-endian so that the trees' byte order is the numeric order: all entries of one directory
 are adjacent and sorted by name, all extents of one file adjacent and sorted by file page.
 
@@ -107,3 +107,8 @@ def xattr_key(ino: int, name: bytes, chunk: int) -> bytes:
 
 def chunk_key(ino: int, chunk: int) -> bytes:
     return U64.pack(ino) + struct.pack(">H", chunk)
+
+
+def joined_chunks(tree, lo: bytes, hi: bytes) -> bytes:
+    """A long value (symlink target, xattr) stored as the chunks keyed in [lo, hi)."""
+    return b"".join(v for _, v in tree.items(lo, hi))

@@ -19,11 +19,11 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from traxfs.fs.datasums import GROUP
-from traxfs.fs.engine.check import page_runs
-from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, verify
-from traxfs.fs.keys import EXTENT, U64, Inode
-from traxfs.fs.queues.check import block_ok, queue_blocks
+from .datasums import GROUP
+from .engine.check import page_runs
+from .engine.page import PAGE_SIZE, PageCorrupt, verify
+from .keys import EXTENT, U64, Inode
+from .queues.check import block_ok, queue_blocks
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_DAMAGED, EXIT_OPERATIONAL = 0, 1, 4, 8
 

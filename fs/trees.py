@@ -21,9 +21,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from traxfs.fs.engine.page import PageCorrupt
-from traxfs.fs.errors import NotTraxfs
-from traxfs.fs.struct.btree import BTree
+from .engine.page import PageCorrupt
+from .errors import NotTraxfs
+from .struct.btree import BTree
 
 MAGIC = b"TRAXFSSB"
 VERSION = 2

@@ -9,6 +9,7 @@ tests); ``Mount.restart()`` mounts the same image again (recovery runs first).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,9 +30,15 @@ def trax(*args: str, home: Path, check: bool = True, timeout: float = 120) -> su
 def is_mounted(mp: Path) -> bool:
     """From the mount table: ``os.path.ismount`` says False for a FUSE mount whose server died
     (stat fails with ENOTCONN), which would leave it behind."""
-    target = os.path.realpath(mp)
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == target for line in f)
+    target = os.fsencode(os.path.realpath(mp))
+    with open("/proc/self/mounts", "rb") as f:  # bytes: another mount's path may not be UTF-8
+        return any(_unescape(line.split()[1]) == target for line in f)
+
+
+def _unescape(field: bytes) -> bytes:
+    """A mount table field as the path it is: the kernel writes space, tab, newline and
+    backslash as three-digit octal escapes."""
+    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
 
 
 def _unmount(mp: Path) -> None:

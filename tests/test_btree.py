@@ -1,64 +1,34 @@
-"""The B+tree (fs/struct/btree.py) against a dict: splits, free-at-empty deletes, range scans,
-commit/abort, clean reopen, unclean shutdown, crashes in the middle of a split or of an abort's
-logical undo (device snapshots), concurrent transactions sharing leaves, and ``check()``.
+"""The B+tree (fs/struct/btree.py) against a dict: splits, free-at-empty deletes and merges,
+range scans and floor, iterators under change, crashes in the middle of a split or of an abort's
+logical undo (device snapshots), a failure inside a split, bulk builds, and ``check()``. What
+every structure must do (the state machine, abort / reopen / unclean shutdown, concurrent
+transactions) is in test_structures_contract.py.
 """
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import sys
-import tempfile
-import threading
 
 import pytest
-from conftest import IO_PHASES, bulk_build_all_or_nothing, new_engine
-from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from conftest import bulk_build_all_or_nothing, device_snapshot, new_engine
+from structure_kinds import BTREE
 
 from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.struct.btree import MAX_ENTRY, MAX_KEY, BTree, leaf_record
-from traxfs.volume.device import ImageFileDevice, create_image
+from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.btree_node import MAX_ENTRY, MAX_KEY, leaf_record
+from traxfs.volume.device import ImageFileDevice
 
 pytestmark = pytest.mark.timeout(240)
-MiB = 1 << 20
-
-
-def snapshot(eng: Engine, dst: str) -> None:
-    """The device as a crash at this instant would leave it: the log flushed so far (forced
-    here), the pages written so far. Zero MiB-chunks are skipped (sparse copy)."""
-    eng.log.flush_all()
-    out = create_image(dst, eng.dev.size)
-    for off in range(0, eng.dev.size, MiB):
-        chunk = eng.dev.read(off, MiB)
-        if chunk.count(0) != len(chunk):
-            out.write(off, chunk)
-    out.close()
-
-
-def assert_healthy(eng: Engine, tree: BTree, model: dict) -> None:
-    assert tree.check() == []
-    assert list(tree.items()) == sorted(model.items())
-    assert len(tree) == len(model)
-
-
-def make_tree(eng: Engine, name: str = "t") -> BTree:
-    tx = eng.begin()
-    tree = BTree.create(eng, tx, name)
-    eng.commit(tx)
-    return tree
 
 
 # ----- basics ----------------------------------------------------------------------------------------
 @pytest.mark.timeout(60)
 def test_put_get_overwrite_delete_and_bounds(eng):
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     tx = eng.begin()
     assert tree.put(tx, b"b", b"2") is None
     assert tree.put(tx, b"a", b"1") is None
@@ -84,7 +54,7 @@ def test_put_get_overwrite_delete_and_bounds(eng):
 
 @pytest.mark.timeout(60)
 def test_range_scans_and_floor(eng):
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     model = {b"%05d" % i: b"v%d" % i for i in range(0, 3000, 3)}
     tx = eng.begin()
     for k, v in model.items():
@@ -111,7 +81,7 @@ def test_range_scans_and_floor(eng):
 def test_iterator_survives_changes_between_batches(eng):
     """Keys present throughout are returned exactly once, in order, while the tree splits and
     frees leaves under the iterator."""
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     tx = eng.begin()
     for i in range(0, 4000, 2):
         tree.put(tx, b"%06d" % i, b"x" * 20)
@@ -140,7 +110,7 @@ def test_iterator_does_not_follow_links_out_of_merged_leaves(eng):
     [04]; the underfull left leaf then absorbs it (the absorbed page itself is not otherwise
     touched), the next leaf is merged away too and its last entry deleted: the iterator must
     re-seek, not follow links through freed pages and return their stale entries."""
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     tx = eng.begin()
     for i in range(40):
         tree.put(tx, b"%02d" % i, b"v" * 900)
@@ -160,7 +130,7 @@ def test_iterator_does_not_follow_links_out_of_merged_leaves(eng):
 # ----- big deterministic runs ------------------------------------------------------------------------
 @pytest.mark.timeout(180)
 def test_20000_random_keys_split_then_delete(eng):
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     rnd = random.Random(1)
     ids = list(range(20000))
     rnd.shuffle(ids)
@@ -174,7 +144,7 @@ def test_20000_random_keys_split_then_delete(eng):
             eng.commit(tx)
             tx = eng.begin()
     eng.commit(tx)
-    assert_healthy(eng, tree, model)
+    BTREE.assert_holds(tree, model)
     for k in rnd.sample(sorted(model), 500):
         assert tree.get(k) == model[k]
     leaves_before = _leaf_count(tree)
@@ -188,13 +158,13 @@ def test_20000_random_keys_split_then_delete(eng):
             eng.commit(tx)
             tx = eng.begin()
     eng.commit(tx)
-    assert_healthy(eng, tree, model)
+    BTREE.assert_holds(tree, model)
     assert _leaf_count(tree) < leaves_before * 0.6  # emptied leaves were freed
     tx = eng.begin()
     for k in list(model):
         tree.delete(tx, k)
     eng.commit(tx)
-    assert_healthy(eng, tree, {})
+    BTREE.assert_holds(tree, {})
     assert _leaf_count(tree) == 1
     assert check_engine(eng, leaks=True) == []
 
@@ -212,7 +182,7 @@ def _is_inner(tree: BTree, pid: int) -> bool:
 
 @pytest.mark.timeout(120)
 def test_sequential_load_fills_pages_and_long_keys_split_inner_nodes(eng):
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     tx = eng.begin()
     for i in range(6000):  # ascending: the rightmost split keeps the old leaf full
         tree.put(tx, b"%08d" % i, b"v" * 40)
@@ -224,7 +194,7 @@ def test_sequential_load_fills_pages_and_long_keys_split_inner_nodes(eng):
         tree.put(tx, b"d%08d" % i, b"w" * 40)
     eng.commit(tx)
     assert tree.check() == []
-    big = make_tree(eng, "big")
+    big = BTREE.make(eng, "big")
     rnd = random.Random(3)
     model = {}
     tx = eng.begin()
@@ -233,55 +203,14 @@ def test_sequential_load_fills_pages_and_long_keys_split_inner_nodes(eng):
         model[k] = b"%d" % len(model)
         big.put(tx, k, model[k])
     eng.commit(tx)
-    assert_healthy(eng, big, model)
+    BTREE.assert_holds(big, model)
     tx = eng.begin()
     for k in list(model)[:300]:
         big.delete(tx, k)
         del model[k]
     eng.commit(tx)
-    assert_healthy(eng, big, model)
+    BTREE.assert_holds(big, model)
     assert check_engine(eng, leaks=True) == []
-
-
-@pytest.mark.timeout(120)
-def test_abort_reopen_and_unclean_shutdown(tmp_path):
-    path = str(tmp_path / "e.img")
-    eng = new_engine(path)
-    tree = make_tree(eng)
-    model = {}
-    tx = eng.begin()
-    for i in range(2000):
-        model[b"%05d" % i] = b"c" * (i % 90)
-        tree.put(tx, b"%05d" % i, model[b"%05d" % i])
-    eng.commit(tx)
-    tx = eng.begin()  # an aborted mix of inserts (splits), overwrites and deletes (leaf frees)
-    for i in range(2000, 3500):
-        tree.put(tx, b"%05d" % i, b"n" * 50)
-    for i in range(0, 2000, 2):
-        tree.put(tx, b"%05d" % i, b"o" * 120)
-    for i in range(0, 1600):
-        tree.delete(tx, b"%05d" % i)
-    eng.abort(tx)
-    assert_healthy(eng, tree, model)
-    assert check_engine(eng, leaks=True) == []  # pages emptied in the aborted tx were freed after it
-    eng.close()
-    eng = Engine.open(ImageFileDevice(path))
-    tree = BTree.open_named(eng, "t")
-    assert_healthy(eng, tree, model)
-    # uncommitted work, part of it on disk (checkpoint), then a crash
-    tx = eng.begin()
-    for i in range(6000, 7500):
-        tree.put(tx, b"%05d" % i, b"u" * 30)
-    eng.checkpoint()
-    for i in range(1000, 1800):
-        tree.delete(tx, b"%05d" % i)
-    eng.unclean_shutdown()
-    eng = Engine.open(ImageFileDevice(path))
-    assert eng.recovery.losers
-    tree = BTree.open_named(eng, "t")
-    assert_healthy(eng, tree, model)
-    assert check_engine(eng) == []
-    eng.close()
 
 
 @pytest.mark.timeout(120)
@@ -291,7 +220,7 @@ def test_crash_inside_a_structure_change(tmp_path, monkeypatch, site):
     during the forward work and during the abort's logical undos — all recover to the
     committed tree."""
     eng = new_engine(str(tmp_path / "e.img"))
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     model = {b"%05d" % i: b"c" * 40 for i in range(0, 1200, 2)}
     tx = eng.begin()
     for k, v in model.items():
@@ -308,7 +237,7 @@ def test_crash_inside_a_structure_change(tmp_path, monkeypatch, site):
             if len(shots) % 2:
                 eng.buffer.write_back()  # half of them with the half-done change on disk
             dst = str(tmp_path / f"snap{len(shots)}-{phase[0]}.img")
-            snapshot(eng, dst)
+            device_snapshot(eng, dst)
             shots.append(dst)
         return original(self, *a, **kw)
 
@@ -322,19 +251,19 @@ def test_crash_inside_a_structure_change(tmp_path, monkeypatch, site):
     eng.abort(tx)
     monkeypatch.undo()
     assert len(shots) == 3, calls
-    assert_healthy(eng, tree, model)
+    BTREE.assert_holds(tree, model)
     eng.close()
     for dst in shots:
         e2 = Engine.open(ImageFileDevice(dst))
         t2 = BTree.open_named(e2, "t")
-        assert_healthy(e2, t2, model)
+        BTREE.assert_holds(t2, model)
         assert check_engine(e2) == []
         e2.close()
 
 
 @pytest.mark.timeout(60)
 def test_failure_inside_a_split_rolls_the_action_back(eng, monkeypatch):
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     model = {}
     tx = eng.begin()
     for i in range(400):
@@ -370,64 +299,14 @@ def test_failure_inside_a_split_rolls_the_action_back(eng, monkeypatch):
     tree.put(tx, b"after", b"ok")  # the transaction goes on
     eng.commit(tx)
     model[b"after"] = b"ok"
-    assert_healthy(eng, tree, model)
-
-
-@pytest.mark.timeout(120)
-def test_concurrent_transactions_share_leaves(eng):
-    """Threads with disjoint keys interleaved in the same leaves; a third of the transactions
-    abort, so logical undos run while other transactions shift the same pages' slots."""
-    tree = make_tree(eng)
-    models = [dict() for _ in range(4)]
-    errors = []
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-
-    def worker(t: int) -> None:
-        rnd = random.Random(t)
-        mine = models[t]
-        try:
-            for _ in range(12):
-                tx = eng.begin()
-                staged = dict(mine)
-                for _ in range(60):
-                    k = b"%04d-%d" % (rnd.randrange(2000), t)
-                    if rnd.random() < 0.7:
-                        v = b"%d" % rnd.randrange(10**6) * rnd.randrange(1, 12)
-                        tree.put(tx, k, v)
-                        staged[k] = v
-                    elif tree.delete(tx, k) is not None:
-                        del staged[k]
-                if rnd.random() < 0.35:
-                    eng.abort(tx)
-                else:
-                    eng.commit(tx)
-                    mine.clear()
-                    mine.update(staged)
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    try:
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert not errors, errors
-    want = {}
-    for m in models:
-        want.update(m)
-    assert_healthy(eng, tree, want)
-    assert check_engine(eng, leaks=True) == []
+    BTREE.assert_holds(tree, model)
 
 
 @pytest.mark.timeout(60)
 def test_check_engine_reports_damage(tmp_path):
     path = str(tmp_path / "e.img")
     eng = new_engine(path)
-    tree = make_tree(eng)
+    tree = BTREE.make(eng, "t")
     tx = eng.begin()
     for i in range(300):
         tree.put(tx, b"%04d" % i, b"v" * 40)
@@ -466,150 +345,6 @@ def test_check_engine_reports_damage(tmp_path):
     assert any(f"page {leaves[3]}: checksum mismatch" in p for p in probs), probs
     assert any(p.startswith("btree:t: checker failed") for p in probs), probs
     eng.unclean_shutdown()
-
-
-# ----- stateful: the tree against a dict -------------------------------------------------------------
-KEYS = st.one_of(st.integers(0, 400).map(lambda i: b"k%04d" % i), st.binary(max_size=24))
-VALUES = st.one_of(st.binary(max_size=40), st.integers(0, 1200).map(lambda n: b"v" * n))
-
-
-class BTreeMachine(RuleBasedStateMachine):
-    def __init__(self):
-        super().__init__()
-        self.dir = tempfile.mkdtemp(prefix="btree-sm-")
-        self.path = os.path.join(self.dir, "e.img")
-        self.eng = new_engine(self.path)
-        self.tree = make_tree(self.eng)
-        self.committed: dict[bytes, bytes] = {}
-        self.tx = None
-        self.current: dict[bytes, bytes] = {}
-        self.work = 0
-
-    def _begin(self, work: int = 0):
-        """The open transaction (one is begun if needed). ``work``: about the bytes of log
-        the caller is going to write; past ~2 MiB the transaction is committed first — one
-        transaction may not outgrow the log (the engine refuses with LogFull)."""
-        if self.tx is not None and self.work + work > 2 * MiB:
-            self.commit()
-        if self.tx is None:
-            self.tx = self.eng.begin()
-            self.current = dict(self.committed)
-            self.work = 0
-        self.work += work
-        return self.tx
-
-    def _state(self) -> dict:
-        return self.current if self.tx is not None else self.committed
-
-    def _verify(self) -> None:
-        assert self.tree.check() == []
-        assert list(self.tree.items()) == sorted(self._state().items())
-        assert len(self.tree) == len(self._state())
-
-    @rule(k=KEYS, v=VALUES)
-    def put(self, k, v):
-        v = v[: MAX_ENTRY - len(k)]
-        tx = self._begin(len(k) + len(v) + 300)
-        assert self.tree.put(tx, k, v) == self.current.get(k)
-        self.current[k] = v
-
-    @initialize(seed=st.integers(0, 2**32), n=st.sampled_from([0, 100, 700]))
-    def preload(self, seed, n):
-        if n:
-            self.put_many(seed, n, 60)
-            self.commit()
-
-    @rule(seed=st.integers(0, 2**32), n=st.sampled_from([40, 300]), size=st.sampled_from([4, 60, 900]))
-    def put_many(self, seed, n, size):
-        """Enough entries at once to split leaves (900-byte values: four per leaf)."""
-        rnd = random.Random(seed)
-        tx = self._begin(n * (size + 300))
-        for _ in range(n):
-            i = rnd.randrange(4000)
-            k, v = b"b%05d" % i, (b"%d." % i * size)[: rnd.randrange(size + 1)]
-            self.tree.put(tx, k, v)
-            self.current[k] = v
-
-    @rule(k=KEYS)
-    def delete(self, k):
-        tx = self._begin(1500)
-        assert self.tree.delete(tx, k) == self.current.pop(k, None)
-
-    @rule(lo=KEYS, n=st.sampled_from([1, 30, 400]))
-    def delete_range(self, lo, n):
-        """Consecutive keys: empties and merges leaves."""
-        tx = self._begin(n * 1500)
-        doomed = [k for k in sorted(self.current) if k >= lo][:n]
-        for k in doomed:
-            assert self.tree.delete(tx, k) == self.current.pop(k)
-
-    @rule(k=KEYS)
-    def get(self, k):
-        assert self.tree.get(k) == self._state().get(k)
-
-    @rule(lo=st.one_of(st.none(), KEYS), hi=st.one_of(st.none(), KEYS))
-    def scan(self, lo, hi):
-        want = sorted((k, v) for k, v in self._state().items()
-                      if (lo is None or k >= lo) and (hi is None or k < hi))
-        assert list(self.tree.items(lo, hi)) == want
-
-    @rule(k=KEYS)
-    def floor(self, k):
-        cands = [x for x in self._state() if x <= k]
-        want = max(cands) if cands else None
-        assert self.tree.floor(k) == ((want, self._state()[want]) if want is not None else None)
-
-    @precondition(lambda self: self.tx is not None)
-    @rule()
-    def commit(self):
-        self.eng.commit(self.tx)
-        self.tx, self.committed = None, self.current
-        self._verify()
-
-    @precondition(lambda self: self.tx is not None)
-    @rule()
-    def abort(self):
-        self.eng.abort(self.tx)
-        self.tx = None
-        self._verify()
-
-    @rule()
-    def checkpoint(self):
-        self.eng.checkpoint()
-
-    @precondition(lambda self: self.tx is None)
-    @rule()
-    def reopen(self):
-        self.eng.close()
-        self.eng = Engine.open(ImageFileDevice(self.path))
-        self.tree = BTree.open_named(self.eng, "t")
-        self._verify()
-
-    @rule()
-    def crash(self):
-        self.eng.unclean_shutdown()
-        self.eng = Engine.open(ImageFileDevice(self.path))
-        self.tree = BTree.open_named(self.eng, "t")
-        self.tx = None
-        self._verify()
-        assert check_engine(self.eng) == []
-
-    def teardown(self):
-        try:
-            if not self.eng.closed:
-                if self.tx is not None:
-                    self.eng.abort(self.tx)
-                    self.tx = None
-                self._verify()
-                assert check_engine(self.eng) == []
-                self.eng.close()
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
-BTreeMachine.TestCase.settings = settings(max_examples=12, stateful_step_count=30, deadline=None,
-                                          phases=IO_PHASES)
-TestBTreeMachine = BTreeMachine.TestCase
 
 
 @pytest.mark.timeout(120)

@@ -10,7 +10,8 @@ import pytest
 
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.struct.btree import BTree, _inner_child
+from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.btree_node import inner_child
 from traxfs.fs.struct.btree_salvage import leaf_chains, salvage
 from traxfs.fs.struct.common import aux_of, nslots
 from traxfs.volume.device import ImageFileDevice
@@ -69,12 +70,12 @@ def _shape(path: Path, header: int) -> tuple[int, list[int], list[list[int]]]:
     with opened(path) as eng:
         root = BTree(eng, header)._root()  # noqa: SLF001 - the test picks pages to damage
         with eng.page(root) as f:
-            mids = [_inner_child(f.data, i) for i in range(nslots(f.data))]
+            mids = [inner_child(f.data, i) for i in range(nslots(f.data))]
         leaves = []
         for m in mids:
             with eng.page(m) as f:
                 assert aux_of(f.data) == 1, "the tree is three levels deep"
-                leaves.append([_inner_child(f.data, i) for i in range(nslots(f.data))])
+                leaves.append([inner_child(f.data, i) for i in range(nslots(f.data))])
         return root, mids, leaves
 
 

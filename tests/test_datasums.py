@@ -305,11 +305,11 @@ def test_a_version_1_filesystem_is_upgraded_on_open(tmp_path):
     fs.close()
     # what format 1 looked like: no checksum trees, version 1 in the superblock record
     fs = FileSystem.open(dev)
-    with fs._lock, fs._txn() as tx:
+    with fs.repair.transaction() as ftx:
         for name in ADDED_IN_2:
-            fs.t[name].drop(tx, f"fs.{name}")
+            fs.t[name].drop(ftx.tx, f"fs.{name}")
         sb = fs.sb
-        fs.t["meta"].put(tx, KEY_SUPER, FsSuper(sb.uuid, sb.created_ns, sb.label, 1).pack())
+        fs.t["meta"].put(ftx.tx, KEY_SUPER, FsSuper(sb.uuid, sb.created_ns, sb.label, 1).pack())
     fs.close()
     assert fs.t["inodes"].get(ino_key(ino)) is not None
     fs = FileSystem.open(dev)
@@ -337,7 +337,7 @@ def test_mirror_serves_log_records_from_the_good_leg(mirror_fs):
     for name, content in data.items():
         _file(fs, name, content)
         fs.fsync()
-        commits.append(fs.last_commit.lsn)  # the end of the file's last commit record
+        commits.append(fs.e.log.durable_lsn)  # the end of the file's last commit record (fsync forced it)
     store = fs.e.store
     fs.crash()  # recovery must replay these records
     for leg, end in ((0, commits[0]), (1, commits[1])):
@@ -394,9 +394,9 @@ def test_check_pages_in_c_agrees_with_the_python_rule(sums_fs, seed, slot, data)
             crc ^= 1 << rng.randrange(32)
         sums[k] = Sum(crc, length, rng.randrange(2**32), rng.randrange(PAGE_SIZE), rng.random() < 0.1)
     fs = sums_fs
-    with fs._lock, fs._txn() as tx:
-        fs.data.sums.forget(tx, 0, GROUP)
-        fs.data.sums.record(tx, {k: v for k, v in sums.items() if v is not None})
+    with fs.repair.transaction() as ftx:
+        fs.data.sums.forget(ftx.tx, 0, GROUP)
+        fs.data.sums.record(ftx, {k: v for k, v in sums.items() if v is not None})
     raw = fs.t["datasums"].get(U64.pack(0))
     got = check_pages(raw, memoryview(blob), first, slot, count, last_hi)
     want = []

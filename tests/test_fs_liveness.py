@@ -25,7 +25,9 @@ import trio
 from fsmount import traxfs_mount
 
 from traxfs.ext import fuse_lowlevel
-from traxfs.fs.filesystem import FileSystem
+from traxfs.fs.engine import nowait
+from traxfs.fs.filedata import FileData
+from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.volume.device import Device, ImageFileDevice
 
 MiB = 1 << 20
@@ -155,19 +157,19 @@ def test_log_flush_stalls_only_the_fsync(gated):
 
 
 class HeldSeek:
-    """``FileSystem.seek`` held at a gate (``entered`` is set once a call waits there), then
+    """The filesystem's seek (``FileData.seek``) held at a gate (``entered`` is set once a call waits there), then
     the real one."""
 
     def __init__(self, monkeypatch):
         self.entered, self.release = threading.Event(), threading.Event()
-        real = FileSystem.seek
+        real = FileData.seek
 
-        def held(fs, ino, off, whence):
+        def held(files, ino, off, whence):
             self.entered.set()
             assert self.release.wait(60), "the held seek was never released"
-            return real(fs, ino, off, whence)
+            return real(files, ino, off, whence)
 
-        monkeypatch.setattr(FileSystem, "seek", held)
+        monkeypatch.setattr(FileData, "seek", held)
 
 
 def _seek(path: Path, off: int, whence: int) -> int:
@@ -203,20 +205,20 @@ def test_lseek_errors_answer_the_kernel_and_the_mount_lives_on(gated, monkeypatc
     log line (an unanswered request would hang the caller); an FsError answers its errno."""
     _, mp = gated
     (mp / "f").write_bytes(b"d" * 5000)
-    real = FileSystem.seek
+    real = FileData.seek
 
-    def failing(fs, ino, off, whence):
+    def failing(files, ino, off, whence):
         raise RuntimeError("a bug in seek")
 
-    for broken, logged in ((failing, RuntimeError), (lambda fs, ino, off, whence: "not an offset", TypeError)):
-        monkeypatch.setattr(FileSystem, "seek", broken)
+    for broken, logged in ((failing, RuntimeError), (lambda files, ino, off, whence: "not an offset", TypeError)):
+        monkeypatch.setattr(FileData, "seek", broken)
         caplog.clear()
         with pytest.raises(OSError) as e:
             _seek(mp / "f", 0, os.SEEK_DATA)
         assert e.value.errno == errno.EIO
         assert any(r.getMessage().startswith("internal error in") and isinstance(r.exc_info[1], logged)
                    for r in caplog.records if r.exc_info), [r.getMessage() for r in caplog.records]
-    monkeypatch.setattr(FileSystem, "seek", real)
+    monkeypatch.setattr(FileData, "seek", real)
     assert _seek(mp / "f", 100, os.SEEK_DATA) == 100
     with pytest.raises(OSError) as e:
         _seek(mp / "f", 5000, os.SEEK_DATA)
@@ -297,3 +299,55 @@ def test_full_volume_gives_enospc_then_recovers_after_deletes(tmp_path):
                 os.close(fd)
                 time.sleep(0.1)
         assert (m.mp / "after").read_bytes() == want
+
+
+def test_ref_and_unref_never_wait_behind_a_destruction(tmp_path):
+    """The FUSE loop's thread counts a reference for every lookup and readdir entry: counting
+    must not wait for the metadata lock, which a worker destroying a large file holds across
+    its page misses. Here the destruction waits at a gate (a device read) holding that lock,
+    and references to another file are still counted."""
+    inner = ImageFileDevice(str(tmp_path / "fs.img"), 256 * MiB, create=True)
+    FileSystem.mkfs(inner)
+    fs = FileSystem.open(inner)
+    other = fs.create(ROOT_INO, b"other", 0o644, 0, 0).ino
+    big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).ino
+    for off in range(0, 64 * MiB, 4 * MiB):  # many extents, many checksum records
+        fs.write(big, off + MiB, b"b" * 4096)
+    fs.close()
+    dev = GatedDevice(inner)
+    fs = FileSystem.open(dev)  # a cold buffer: the destruction below must read pages
+    try:
+        fs.ref(big)  # open in the kernel: unlinking leaves it to the last unref
+        fs.unlink(ROOT_INO, b"big")
+        dev.gate_reads = True
+        dev.gate.clear()
+
+        def last_unref() -> None:
+            assert fs.unref(big), "the last reference of an unlinked file asks for its destruction"
+            fs.collect(big)
+
+        counted = threading.Event()
+
+        def count() -> None:
+            for _ in range(100):
+                fs.ref(other)
+                assert not fs.unref(other)
+            counted.set()
+
+        with ThreadPoolExecutor(1) as pool:
+            destroying = pool.submit(last_unref)
+            try:
+                assert dev.stuck.wait(30), "the destruction never read the device"
+                with pytest.raises(nowait.WouldBlock):  # the destruction holds the metadata lock at the gate
+                    fs.try_now(fs.getattr, other)
+                threading.Thread(target=count, daemon=True).start()
+                assert counted.wait(30), "ref/unref waited for the metadata lock"
+                assert not destroying.done()  # still at the gate: the counting really ran beside it
+            finally:
+                dev.gate.set()
+            destroying.result(timeout=60)
+        assert not fs.inodes.exists(big)
+    finally:
+        dev.gate.set()
+        fs.close()
+        inner.close()

@@ -415,7 +415,7 @@ def test_damage_met_by_recovery_is_a_clear_refusal(box: Box) -> None:
     dev = ImageFileDevice(str(box.image))
     fs = FileSystem.open(dev, where=str(box.image))
     key = dirent_key(fs.lookup(ROOT_INO, b"d").ino, b"f150")
-    tx = fs._begin()  # noqa: SLF001 - a loser for recovery to undo: one leaf changed, no split
+    tx = fs.e.begin()  # a loser for recovery to undo: one leaf changed, no split
     fs.t["dirents"].put(tx, key, fs.t["dirents"].get(key)[:8] + bytes(8))
     fs.e.log.force(fs.e.log.reserved())
     page = fs.t["dirents"]._root()  # noqa: SLF001 - the page the undo descends through

@@ -34,8 +34,8 @@ from fsmount import trax
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.superblock import COPIES
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.fs.fuse.operations import STATUS_FILES
-from traxfs.fs.keys import U64, cookie_key, dirent_key
+from traxfs.fs.keys import U64, cookie_key, dirent_key, ino_key
+from traxfs.fs.subtrees.status_files import STATUS_FILES
 from traxfs.fs.trees import KEY_SUPER
 from traxfs.tools.cli import main
 from traxfs.volume.device import ImageFileDevice
@@ -299,8 +299,8 @@ def _damaged_fs_superblock_record(image: Path) -> None:
     dev.close()
     dev, fs = in_process(image)
     raw = fs.t["meta"].get(KEY_SUPER)
-    with fs._lock, fs._txn() as tx:  # noqa: SLF001 - deliberate damage through the internals
-        fs.t["meta"].put(tx, KEY_SUPER, b"XXXXXXXX" + raw[8:])
+    with fs.repair.transaction() as ftx:  # deliberate damage
+        fs.t["meta"].put(ftx.tx, KEY_SUPER, b"XXXXXXXX" + raw[8:])
     fs.close()
     dev.close()
 
@@ -356,7 +356,7 @@ def test_mkfs_refuses_an_existing_filesystem_without_force(rig: Rig) -> None:
     dev, fs = in_process(rig.image)
     try:
         assert (fs.sb.uuid, fs.sb.label) == (new, "fresh")
-        assert sorted(name for name, _, _ in fs.readdir(ROOT_INO, 0)) == [b"queues", b"tables"]
+        assert sorted(name for name, _, _ in fs.readdir(ROOT_INO, 0)) == [b".snapshots", b".trax", b"queues", b"tables"]
     finally:
         fs.close()
         dev.close()
@@ -547,10 +547,9 @@ def test_fsck_reports_then_repairs_logical_damage(rig: Rig) -> None:
     fs.create(d, b"b", 0o644, 0, 0)
     c = fs.create(d, b"c", 0o600, 0, 0).ino
     fs.write(c, 0, b"lost but kept")
-    with fs._lock, fs._txn() as tx:  # noqa: SLF001 - deliberate damage through the internals
-        node = fs._copy(a)  # noqa: SLF001
-        node.nlink = 7  # 1. a wrong link count
-        fs._put(tx, node)  # noqa: SLF001
+    fs.repair.set_nlink(a, 7)  # deliberate damage: 1. a wrong link count
+    with fs.repair.transaction() as ftx:
+        tx = ftx.tx
         raw = fs.t["dirents"].get(dirent_key(d, b"b"))  # 2. an entry without its readdir cookie
         fs.t["cookies"].delete(tx, cookie_key(d, U64.unpack(raw[8:16])[0]))
         raw = fs.t["dirents"].get(dirent_key(d, b"c"))  # 3. an inode no entry names
@@ -584,6 +583,34 @@ def test_fsck_reports_then_repairs_logical_damage(rig: Rig) -> None:
         lost = fs.lookup(fs.lookup(ROOT_INO, b"lost+found").ino, f"#{c}".encode())
         assert lost.ino == c and stat.S_IMODE(lost.mode) == 0o600
         assert fs.read(c, 0, 100) == b"lost but kept"
+    finally:
+        fs.close()
+        dev.close()
+
+
+def test_fsck_gives_a_lost_root_directory_back(rig: Rig) -> None:
+    """The root's inode record gone: fsck reports it, --repair puts an empty root directory in
+    its place (``fs.repair.new_root``), and what the root named is found again."""
+    rig.mkfs()
+    dev, fs = in_process(rig.image)
+    f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).ino
+    with fs.repair.transaction() as ftx:  # deliberate damage
+        fs.t["inodes"].delete(ftx.tx, ino_key(ROOT_INO))
+    fs.close()
+    dev.close()
+    r = rig.run("fsck", rig.image)
+    assert r.returncode == 4 and "PROBLEM: the root directory is missing" in r.stdout, (r.stdout, r.stderr)
+    for _ in range(3):  # the root first; what it held is checked once it exists
+        r = rig.run("fsck", rig.image, "--repair")
+        assert r.returncode in (0, 1), (r.stdout, r.stderr)
+        if r.returncode == 0:
+            break
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    dev, fs = in_process(rig.image)
+    try:
+        root = fs.getattr(ROOT_INO)
+        assert stat.S_ISDIR(root.mode) and fs.lookup(ROOT_INO, b"f").ino == f
+        assert root.nlink == 2 + 2  # queues and tables
     finally:
         fs.close()
         dev.close()

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traxfs.ext.logbuffer import ConsolidatedLogBuffer, MutexLogBuffer, _native_stress
+from traxfs.ext.logbuffer import ConsolidatedLogBuffer, MutexLogBuffer
+from traxfs.ext.logbuffer_drivers import _native_stress
 
 IMPLS = {
     "mutex": MutexLogBuffer,

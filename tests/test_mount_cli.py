@@ -24,7 +24,7 @@ import pytest
 import test_fs_tools
 from test_fs_tools import FUSERMOUNT, MiB, Rig, alive, wait_gone
 
-from traxfs.fs.fuse.status_files import FRESH
+from traxfs.fs.subtrees.status_files import FRESH
 from traxfs.tools.cli import main
 from traxfs.tools.fs_commands import _pidfile_server
 from traxfs.tools.mounts import find_mount, fuse_servers

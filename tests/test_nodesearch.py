@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from traxfs.ext.nodesearch import inner_bisect, leaf_bisect
 from traxfs.fs.engine import slotted
 from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.struct.btree import inner_record, leaf_record
+from traxfs.fs.struct.btree_node import inner_record, leaf_record
 
 KEYS = st.lists(st.binary(max_size=12), max_size=60, unique=True).map(sorted)
 

@@ -115,7 +115,7 @@ def test_filesystem_try_now(tmp_path):
 
         with pytest.raises(FsError):  # errors of the call itself come through as they are
             fs.try_now(fs.lookup, ROOT_INO, b"missing")
-        release, t = _holding(fs._lock)  # an operation in progress in a worker
+        release, t = _holding(fs.inodes.lock)  # an operation in progress in a worker
         try:
             with pytest.raises(WouldBlock, match="filesystem lock"):
                 fs.try_now(fs.getattr, node.ino)

@@ -1,4 +1,4 @@
-"""The snapshot rules of the /.trax status files (traxfs.fs.fuse.status_files), one by one, on a
+"""The snapshot rules of the /.trax status files (traxfs.fs.subtrees.status_files), one by one, on a
 clock the test moves; the FUSE mount test (test_mount_cli) checks the sizes through the kernel.
 
 Each rule keeps "st_size == bytes read" for one way of reading; the contents here differ in
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from traxfs.fs.fuse.status_files import FRESH, HOLD, StatusSnapshots
+from traxfs.fs.subtrees.status_files import FRESH, HOLD, StatusSnapshots
 
 R1, R2 = 101, 202
 

@@ -32,14 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from traxfs.tools.atropos import plots
-from traxfs.tools.atropos.integrity import integrity
-from traxfs.tools.atropos.layout_table import format_rows, layout_table
-from traxfs.tools.atropos.replay import fig10
-from traxfs.tools.atropos.report import table
-from traxfs.tools.atropos.shore import fig11
-from traxfs.tools.atropos.single_disk import Result, fig7, fig8, fig9
-from traxfs.volume.disk.profiles import atlas10k3
+from ..volume.disk.profiles import atlas10k3
+from .atropos import plots
+from .atropos.integrity import integrity
+from .atropos.layout_table import format_rows, layout_table
+from .atropos.replay import fig10
+from .atropos.report import table
+from .atropos.shore import fig11
+from .atropos.single_disk import Result, fig7, fig8, fig9
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import argparse
 import random
 import time
 
-from traxfs.volume.disk.mechanics import Mechanics
-from traxfs.volume.disk.profiles import PROFILES, profile
-from traxfs.volume.disk.simulator import SimulatedDisk
+from ..volume.disk.mechanics import Mechanics
+from ..volume.disk.profiles import PROFILES, profile
+from ..volume.disk.simulator import SimulatedDisk
 
 
 def replay(disk: SimulatedDisk, requests: list[tuple[int, int]]) -> tuple[float, float]:

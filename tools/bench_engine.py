@@ -11,7 +11,9 @@
   hash and a new B+tree with ``bulk_create()`` — vs SQLite (WAL, synchronous=FULL) inserting the same rows into
   a WITHOUT ROWID table in one transaction.
 
-Both stores live in files in the same folder on the same filesystem. Run:
+Both stores live in files in the same folder on the same filesystem, and both run inside this
+process: the last line is its peak resident memory (engines' buffer pools and SQLite's cache
+alike). Run:
 ``python -m traxfs.tools.bench_engine [--workdir DIR] [--seconds S] [--json]``.
 """
 
@@ -29,10 +31,11 @@ import tempfile
 import threading
 import time
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE, PageType
-from traxfs.volume.device import create_image
+from ..fs.engine import opcodes
+from ..fs.engine.engine import Engine
+from ..fs.engine.page import PAGE_SIZE, PageType
+from ..fs.process_status import process_status
+from ..volume.device import create_image
 
 KEYS = 4000
 CELLS_PER_PAGE = 500
@@ -155,8 +158,8 @@ def bench_durable(workdir: str, seconds: float, repeat: int = 3) -> list[dict]:
 
 def bench_bulk(workdir: str, n: int) -> list[dict]:
     """n inserts of 8-byte keys → 100-byte values in one transaction, durable commit."""
-    from traxfs.fs.struct.btree import BTree
-    from traxfs.fs.struct.linearhash import LinearHash
+    from ..fs.struct.btree import BTree
+    from ..fs.struct.linearhash import LinearHash
 
     rng = random.Random(42)
     keys = [struct.pack(">Q", rng.getrandbits(64)) for _ in range(n)]
@@ -227,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    proc = process_status()
     if a.json:
-        print(json.dumps({"durable": rows, "bulk": bulk}, indent=2))
+        print(json.dumps({"durable": rows, "bulk": bulk, "process": proc}, indent=2))
     else:
         for r in rows:
             print(f"{r['test']:<40} traxfs {r['traxfs_tps']:>8} tps   sqlite {r['sqlite_tps']:>8} tps   "
@@ -237,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in bulk:
             print(f"bulk {a.bulk} inserts, one durable transaction: {r['structure']:<55} "
                   f"{r['seconds']:7.2f} s  {r['inserts_per_s']:>9.0f} inserts/s  log {r['log_MB']:.0f} MB")
+        print(f"peak RSS of this process (both stores): {proc['peak_rss_bytes'] / (1 << 20):.0f} MiB; "
+              f"CPU {proc['cpu_user_s']:.1f} s user, {proc['cpu_system_s']:.1f} s system")
     return 0
 
 

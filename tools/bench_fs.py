@@ -15,7 +15,8 @@ Workloads: fio 1 MiB sequential write (with a final fsync) and read (page caches
 4 KiB random write and read, eight writers of 4 KiB each calling fsync after every write; file
 create / stat / unlink rates from Python; and the PySpark job (``traxfs.tools.spark_job``) on
 ``direct`` and on ``traxfs`` with one warmed-up Spark session. The table prints each number
-beside its baseline; ``--json`` writes everything.
+beside its baseline, and the peak resident memory of the two FUSE servers over their runs;
+``--json`` writes everything (with the servers' CPU time, threads and descriptors at the end).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from traxfs.tools.sizes import parse_size
+from ..fs.process_status import process_status
+from .mounts import find_mount, fuse_servers
+from .sizes import parse_size
 
 FIO_JOBS = {
     "seq_write_1M": ["--rw=write", "--bs=1M", "--end_fsync=1"],
@@ -104,22 +107,32 @@ def _measure(directory: Path, size: int, runtime: int) -> dict:
 
 
 class _Mounted:
-    """A FUSE server process for a ``with`` block; unmounted and stopped on the way out."""
+    """A FUSE server process for a ``with`` block; unmounted and stopped on the way out. Just
+    before the unmount, ``server`` takes the server's figures (:func:`process_status`: its peak
+    resident memory is the high-water mark over the whole run)."""
 
     def __init__(self, argv: list[str], mp: Path):
         self.argv, self.mp = argv, mp
         self.proc: subprocess.Popen | None = None
+        self.server: dict = {}
 
-    def __enter__(self) -> Path:
+    def __enter__(self) -> _Mounted:
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while not os.path.ismount(self.mp):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mount failed: {self.proc.stderr.read().decode()[-500:] if self.proc.stderr else ''}")
             time.sleep(0.05)
-        return self.mp
+        return self
 
     def __exit__(self, *exc: object) -> None:
+        entry = find_mount(str(self.mp))
+        for pid in sorted(fuse_servers(entry) if entry else set()) or [self.proc.pid]:
+            try:
+                self.server = process_status(pid)
+                break
+            except ProcessLookupError:
+                continue
         subprocess.run(["fusermount3", "-u", str(self.mp)], capture_output=True)
         if self.proc is not None:
             try:
@@ -140,26 +153,29 @@ def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True) -
         src, pmnt = top / "pt-src", top / "pt-mnt"
         src.mkdir()
         pmnt.mkdir()
-        with _Mounted([sys.executable, "-m", "traxfs.tools.passthrough", str(src), str(pmnt), "--foreground"], pmnt):
+        with _Mounted([sys.executable, "-m", "traxfs.tools.passthrough", str(src), str(pmnt), "--foreground"],
+                      pmnt) as mounted:
             report["targets"]["passthrough"] = _measure(pmnt, size, runtime)
+        report["servers"] = {"passthrough": mounted.server}
         image, tmnt, home = top / "fs.img", top / "tx-mnt", top / "home"
         tmnt.mkdir()
         cli = [sys.executable, "-m", "traxfs.tools.cli", "--home", str(home)]
         subprocess.run([*cli, "mkfs", str(image), "--size", str(max(4 << 30, size * 6))], check=True,
                        capture_output=True)
-        with _Mounted([*cli, "mount", "--foreground", str(image), str(tmnt)], tmnt):
+        with _Mounted([*cli, "mount", "--foreground", str(image), str(tmnt)], tmnt) as mounted:
             work = tmnt / "bench"
             work.mkdir()
             report["targets"]["traxfs"] = _measure(work, size, runtime)
             if spark:
                 report["spark"] = _spark(direct, work, rows)
+        report["servers"]["traxfs"] = mounted.server
     finally:
         shutil.rmtree(top, ignore_errors=True)
     return report
 
 
 def _spark(direct: Path, traxfs: Path, rows: int) -> dict:
-    from traxfs.tools import spark_job
+    from . import spark_job
 
     session = spark_job.session()
     try:
@@ -187,6 +203,11 @@ def table(report: dict) -> str:
         vals = [t[k]["metadata"][key] for k in ("direct", "passthrough", "traxfs")]
         lines.append(f"{key:<16}{vals[0]:>12}{vals[1]:>14}{vals[2]:>12}"
                      f"{vals[2] / vals[1]:>8.2f}{vals[2] / vals[0]:>11.2f}")
+    servers = report.get("servers", {})
+    if servers:
+        lines.append("FUSE server peak RSS: " + ", ".join(
+            f"{k} {v['peak_rss_bytes'] / (1 << 20):.0f} MiB" if v else f"{k} unknown (the server was gone)"
+            for k, v in servers.items()))
     if "spark" in report:
         s = report["spark"]
         lines.append(f"spark job {report['rows']} rows: direct {s['direct_s']} s, traxfs {s['traxfs_s']} s "

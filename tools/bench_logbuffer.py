@@ -44,7 +44,8 @@ import sys
 import threading
 import time
 
-from traxfs.ext.logbuffer import ConsolidatedLogBuffer, MutexLogBuffer, _native_bench
+from ..ext.logbuffer import ConsolidatedLogBuffer, MutexLogBuffer
+from ..ext.logbuffer_drivers import _native_bench
 
 IMPLS = {
     "mutex": MutexLogBuffer,

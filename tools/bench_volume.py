@@ -38,11 +38,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from traxfs.tools.expose import serve
-from traxfs.volume.group import VolumeGroup
-from traxfs.volume.logical import OpenLogicalVolume
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import pv_create
+from ..volume.group import VolumeGroup
+from ..volume.logical import OpenLogicalVolume
+from ..volume.registry import Registry
+from ..volume.scan import pv_create
+from .expose import serve
 
 MiB = 1024 * 1024
 FIO_DIR = Path(__file__).resolve().parent / "fio"

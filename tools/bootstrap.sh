@@ -27,7 +27,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.traxfs-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-   || [ -n "$(find ext -name '*.pyx' -newer "$stamp" 2>/dev/null)" ]; then
+   || [ -n "$(find ext \( -name '*.pyx' -o -name '*.pxd' \) -newer "$stamp" 2>/dev/null)" ]; then
   echo "bootstrap: installing traxfs into .venv (log: .venv/install.log)" >&2
   if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip setuptools wheel \
          && .venv/bin/python -m pip install --disable-pip-version-check -e '.[test]'; } > .venv/install.log 2>&1; then
@@ -35,5 +35,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
     echo "bootstrap: pip install failed (full log: .venv/install.log)" >&2
     exit 1
   fi
-  .venv/bin/python -c 'import traxfs.volume.group, traxfs.ext.logbuffer, pyfuse3' && touch "$stamp"
+  .venv/bin/python -c 'import traxfs.volume.group, traxfs.ext.logbuffer, traxfs.ext.logwriter, traxfs.ext.logbuffer_drivers, pyfuse3' && touch "$stamp"
 fi

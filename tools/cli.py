@@ -15,20 +15,21 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from traxfs import __version__
-from traxfs.tools.cli_types import SIZE_HELP, BadUsage, count, file_name, name, size, vg_lv
-from traxfs.tools.mounts import check_mountpoint
-from traxfs.tools.sizes import format_size
-from traxfs.volume.disk.geometry import SECTOR
-from traxfs.volume.disk.profiles import PROFILES, profile, scaled
-from traxfs.volume.errors import UsageError, VolumeError
-from traxfs.volume.group import DEFAULT_EXTENT, GROUP, READ, USE, VolumeGroup, list_groups, survey
-from traxfs.volume.label import erase_label
-from traxfs.volume.layout.params import dimensions, max_depth
-from traxfs.volume.locks import WRITE_HINT, device_lock
-from traxfs.volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import pv_create, scan, scan_one
+from .. import __version__
+from ..volume.disk.geometry import SECTOR
+from ..volume.disk.profiles import PROFILES, profile, scaled
+from ..volume.errors import UsageError, VolumeError
+from ..volume.group import DEFAULT_EXTENT, GROUP, READ, USE, VolumeGroup, list_groups
+from ..volume.group_survey import survey
+from ..volume.label import erase_label
+from ..volume.layout.params import dimensions, max_depth
+from ..volume.locks import WRITE_HINT, device_lock
+from ..volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta
+from ..volume.registry import Registry
+from ..volume.scan import pv_create, scan, scan_one
+from .cli_types import SIZE_HELP, BadUsage, count, file_name, name, size, vg_lv
+from .mounts import check_mountpoint
+from .sizes import format_size
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -171,7 +172,7 @@ def cmd_pv_remove(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 def cmd_pv_extract(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    from traxfs.tools.pv_extract import run
+    from .pv_extract import run
 
     run(a, reg, out)
 
@@ -343,7 +344,7 @@ def cmd_lv_resync(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    from traxfs.tools.expose import serve
+    from .expose import serve
 
     check_mountpoint(a.mountpoint)  # before the group is locked or anything opened
     vg_name, lv_name = a.target
@@ -362,7 +363,7 @@ def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 
 
 def cmd_demo(a: argparse.Namespace, reg: Registry, out: Output) -> None:
-    from traxfs.tools.demo import run_demo
+    from .demo import run_demo
 
     run_demo(a.workdir, size=a.size, as_json=out.as_json, rows=a.rows, volumes=a.volumes)
 
@@ -493,10 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--partial", action="store_true", help="run a mirror degraded if a device is missing")
     q.add_argument("--allow-other", action="store_true", help="let other users reach the file")
 
-    from traxfs.tools.fs_commands import add_parsers
+    from .fs_commands import add_parsers
 
     add_parsers(top, sub)
-    from traxfs.tools.scrub_cmd import add_parser as add_scrub_parser
+    from .scrub_cmd import add_parser as add_scrub_parser
 
     add_scrub_parser(top, sub)
 
@@ -523,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         return Output("--json" in argv).fail(str(e), EXIT_USAGE, prefix=f"{e.parser.prog}: error: ")
     out = Output(a.json)
     reg = Registry(a.home)
-    from traxfs.tools.fs_commands import FS_ERRORS
+    from .fs_commands import FS_ERRORS
 
     try:
         rc = a.fn(a, reg, out)

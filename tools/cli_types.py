@@ -14,9 +14,9 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
-from traxfs.tools.sizes import parse_size
-from traxfs.volume.errors import UsageError
-from traxfs.volume.model import check_name
+from ..volume.errors import UsageError
+from ..volume.model import check_name
+from .sizes import parse_size
 
 N = TypeVar("N", int, float)
 SIZE_HELP = "a size such as 64M or 1G: suffixes K M G T P, powers of 1024"

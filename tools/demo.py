@@ -30,11 +30,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from traxfs.tools.sizes import format_size
-from traxfs.volume.errors import VolumeError
-from traxfs.volume.group import READ, VolumeGroup
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import pv_create
+from ..volume.errors import VolumeError
+from ..volume.group import READ, VolumeGroup
+from ..volume.registry import Registry
+from ..volume.scan import pv_create
+from .sizes import format_size
 
 DISKS = 4
 VOLUMES = [  # name, layout, options
@@ -122,7 +122,7 @@ def run_demo(workdir: str, size: int = 1 << 30, as_json: bool = False, rows: int
 
 
 def _filesystem_demo(reg: Registry, home: Path, work: Path, fs_size: int, rows: int, as_json: bool) -> dict:
-    from traxfs.tools import spark_job
+    from . import spark_job
 
     out: dict = {"volume": "demo/fs", "layout": "traxtent", "size": fs_size}
     with VolumeGroup.open(reg, "demo") as vg:
@@ -188,8 +188,8 @@ def _volume_demo(reg: Registry, home: Path, lv_size: int, as_json: bool) -> list
 
 
 def _atropos_demo(home: Path, work: Path, as_json: bool) -> dict:
-    from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec
-    from traxfs.volume.disk.profiles import atlas10k3, scaled
+    from ..volume.disk.geometry import DiskGeometry, DiskSpec
+    from ..volume.disk.profiles import atlas10k3, scaled
 
     disks = [str(work / f"atlas{i}.img") for i in range(DISKS)]
     for d in disks:

@@ -59,10 +59,10 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
-from traxfs.fs.fuse.loop import serve_loop
-from traxfs.fs.fuse.options import mount_options
-from traxfs.volume.errors import VolumeError
-from traxfs.volume.logical import OpenLogicalVolume
+from ..fs.fuse.loop import serve_loop
+from ..fs.fuse.options import mount_options
+from ..volume.errors import VolumeError
+from ..volume.logical import OpenLogicalVolume
 
 log = logging.getLogger(__name__)
 

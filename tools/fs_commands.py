@@ -19,17 +19,26 @@ import sys
 import time
 from pathlib import Path
 
-from traxfs.fs.engine.superblock import SuperblockError
-from traxfs.fs.errors import FsError, NotTraxfs
-from traxfs.tools.cli_types import SIZE_HELP, BadUsage, seconds, size
-from traxfs.tools.fs_target import open_target
-from traxfs.tools.mounts import absolute, check_mountpoint, find_mount, fuse_servers, fusermount, probe, shown
-from traxfs.tools.sizes import format_size
-from traxfs.volume.errors import UsageError, VolumeError
-from traxfs.volume.locks import WRITE_HINT
-from traxfs.volume.overlay import OverlayDevice
-from traxfs.volume.registry import Registry
-from traxfs.volume.signature import PV_KIND, describe, identify, refuse_unless_forced, wipe_leftovers
+from ..fs.engine.superblock import SuperblockError
+from ..fs.errors import FsError, NotTraxfs
+from ..volume.errors import UsageError, VolumeError
+from ..volume.locks import WRITE_HINT
+from ..volume.overlay import OverlayDevice
+from ..volume.registry import Registry
+from ..volume.signature import PV_KIND, describe, identify, refuse_unless_forced, wipe_leftovers
+from .cli_types import SIZE_HELP, BadUsage, seconds, size
+from .fs_target import open_target
+from .mounts import (
+    absolute,
+    check_mountpoint,
+    find_mount,
+    fuse_descriptors,
+    fuse_servers,
+    fusermount,
+    probe,
+    shown,
+)
+from .sizes import format_size
 
 FS_ERRORS = (FsError, NotTraxfs, SuperblockError)
 
@@ -40,7 +49,7 @@ def _pidfile(reg: Registry, mountpoint: str) -> Path:
 
 
 def cmd_mkfs(a: argparse.Namespace, reg: Registry, out) -> None:
-    from traxfs.fs.filesystem import FileSystem
+    from ..fs.filesystem import FileSystem
 
     created = a.size is not None and not os.path.exists(a.target)
     try:
@@ -129,7 +138,7 @@ def _log_since(logfile: Path, start: int, lines: int = 5) -> str:
 
 
 def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path, out) -> None:
-    from traxfs.fs.fuse.mount import serve
+    from ..fs.fuse.mount import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("traxfs.mount")
@@ -209,21 +218,14 @@ def _pidfile_server(reg: Registry, mountpoint: str) -> set[int]:
     /dev/fuse open (a stale pidfile may name a reused PID)."""
     try:
         pid = int(_pidfile(reg, mountpoint).read_text().strip())
-        fds = os.listdir(f"/proc/{pid}/fd")
     except (OSError, ValueError):
         return set()
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
-                return {pid}
-        except OSError:
-            continue
-    return set()
+    return {pid} if fuse_descriptors(pid) else set()
 
 
 def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
-    from traxfs.fs.engine.page import PageCorrupt
-    from traxfs.fs.fsck import EXIT_OPERATIONAL, check_device
+    from ..fs.engine.page import PageCorrupt
+    from ..fs.fsck import EXIT_OPERATIONAL, check_device
 
     try:
         with open_target(reg, a.target, partial=a.partial) as (dev, _):
@@ -251,8 +253,8 @@ def cmd_fsck(a: argparse.Namespace, reg: Registry, out) -> int:
 
 
 def cmd_resize(a: argparse.Namespace, reg: Registry, out) -> None:
-    from traxfs.fs.engine.resize import ResizeRefused, grow
-    from traxfs.fs.filesystem import FileSystem
+    from ..fs.engine.resize import ResizeRefused, grow
+    from ..fs.filesystem import FileSystem
 
     with open_target(reg, a.target, hint=WRITE_HINT) as (dev, _):
         # a look first (on a memory overlay): only a healthy traxfs is grown

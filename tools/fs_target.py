@@ -16,13 +16,13 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from traxfs.tools.cli_types import BadUsage
-from traxfs.volume.device import BlockDevice, ImageFileDevice
-from traxfs.volume.errors import VolumeError
-from traxfs.volume.group import USE, VolumeGroup, list_groups
-from traxfs.volume.locks import device_lock
-from traxfs.volume.model import NAME_RE
-from traxfs.volume.registry import Registry
+from ..volume.device import BlockDevice, ImageFileDevice
+from ..volume.errors import VolumeError
+from ..volume.group import USE, VolumeGroup, list_groups
+from ..volume.locks import device_lock
+from ..volume.model import NAME_RE
+from ..volume.registry import Registry
+from .cli_types import BadUsage
 
 
 def is_lv_name(reg: Registry, text: str, *, creating: bool = False) -> bool:

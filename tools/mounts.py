@@ -21,7 +21,9 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
-from traxfs.volume.errors import VolumeError
+import psutil
+
+from ..volume.errors import VolumeError
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 DEAD_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED)
@@ -92,27 +94,40 @@ def probe(path: str, timeout: float = 5.0) -> str:
 
 
 def fuse_servers(entry: MountEntry) -> set[int]:
-    """PIDs of the processes holding the FUSE connection of ``entry`` open (its server), from
-    ``/proc/*/fdinfo``; empty if none, or if the kernel does not name connections there."""
+    """PIDs of the processes holding the FUSE connection of ``entry`` open (its server): the
+    kernel names each ``/dev/fuse`` descriptor's connection in its fdinfo; empty if none, or if
+    the kernel does not name connections there."""
     want = f"fuse_connection:\t{entry.minor}\n"
     pids = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
+    for pid in psutil.pids():
+        for fd in fuse_descriptors(pid):
             try:
-                if os.readlink(f"{fd_dir}/{fd}") != "/dev/fuse":
-                    continue
                 with open(f"/proc/{pid}/fdinfo/{fd}") as f:
                     if want in f.read():
-                        pids.add(int(pid))
+                        pids.add(pid)
                         break
             except OSError:  # the process or descriptor went away meanwhile
                 continue
     return pids
+
+
+def fuse_descriptors(pid: int) -> list[str]:
+    """The descriptors by which ``pid`` holds ``/dev/fuse`` open (psutil lists open regular
+    files only, so these are read from ``/proc``); none if the process is gone or not ours to
+    look at."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return []
+    out = []
+    for fd in fds:
+        try:
+            if os.readlink(f"{fd_dir}/{fd}") == "/dev/fuse":
+                out.append(fd)
+        except OSError:  # closed meanwhile
+            continue
+    return out
 
 
 def check_mountpoint(path: str) -> None:

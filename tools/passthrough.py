@@ -40,8 +40,8 @@ from typing import Any
 import pyfuse3
 import trio
 
-from traxfs.fs.fuse.loop import serve_loop
-from traxfs.fs.fuse.options import mount_options
+from ..fs.fuse.loop import serve_loop
+from ..fs.fuse.options import mount_options
 
 log = logging.getLogger(__name__)
 

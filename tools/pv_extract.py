@@ -16,17 +16,17 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from traxfs.volume.device import Device
-from traxfs.volume.disk.extract import Extraction, ExtractionError, extract
-from traxfs.volume.disk.geometry import SECTOR
-from traxfs.volume.disk.probe import prober_for
-from traxfs.volume.errors import MetadataError, UsageError, VolumeError
-from traxfs.volume.group import GROUP, VolumeGroup
-from traxfs.volume.locks import device_lock
-from traxfs.volume.metadata_area import ORPHAN_FORMAT, write_slots
-from traxfs.volume.model import Geometry
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import scan_one
+from ..volume.device import Device
+from ..volume.disk.extract import Extraction, ExtractionError, extract
+from ..volume.disk.geometry import SECTOR
+from ..volume.disk.probe import prober_for
+from ..volume.errors import MetadataError, UsageError, VolumeError
+from ..volume.group import GROUP, VolumeGroup
+from ..volume.locks import device_lock
+from ..volume.metadata_area import ORPHAN_FORMAT, write_slots
+from ..volume.model import Geometry
+from ..volume.registry import Registry
+from ..volume.scan import scan_one
 
 Progress = Callable[[int, int], None]
 

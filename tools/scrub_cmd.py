@@ -11,21 +11,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from traxfs.fs.engine.page import PageCorrupt
-from traxfs.fs.errors import FsDamaged
-from traxfs.fs.scrub import EXIT_DAMAGED, EXIT_OPERATIONAL, ScrubReport, scrub
-from traxfs.tools.fs_commands import FS_ERRORS
-from traxfs.tools.fs_target import open_target
-from traxfs.volume.errors import VolumeError
-from traxfs.volume.locks import WRITE_HINT
-from traxfs.volume.overlay import OverlayDevice
-from traxfs.volume.registry import Registry
+from ..fs.engine.page import PageCorrupt
+from ..fs.errors import FsDamaged
+from ..fs.scrub import EXIT_DAMAGED, EXIT_OPERATIONAL, ScrubReport, scrub
+from ..volume.errors import VolumeError
+from ..volume.locks import WRITE_HINT
+from ..volume.overlay import OverlayDevice
+from ..volume.registry import Registry
+from .fs_commands import FS_ERRORS
+from .fs_target import open_target
 
 
 def cmd_scrub(a: argparse.Namespace, reg: Registry, out) -> int:
     from tqdm import tqdm
 
-    from traxfs.fs.filesystem import FileSystem
+    from ..fs.filesystem import FileSystem
 
     try:
         with open_target(reg, a.target, hint="" if a.check else WRITE_HINT) as (dev, _):

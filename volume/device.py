@@ -22,7 +22,7 @@ import struct
 import threading
 from abc import ABC, abstractmethod
 
-from traxfs.volume.errors import DeviceError
+from .errors import DeviceError
 
 SECTOR = 512
 BLKGETSIZE64 = 0x80081272

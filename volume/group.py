@@ -1,4 +1,6 @@
-"""Volume groups: creating, opening, changing and removing them, and their logical volumes.
+"""Volume groups: creating, opening, changing and removing them; their logical volumes are in
+:mod:`traxfs.volume.group_volumes`, the survey of what the devices hold in
+:mod:`traxfs.volume.group_survey`, the taking of new devices in :mod:`traxfs.volume.group_claim`.
 
 Every change follows one pattern: check everything first (so a refused request changes
 nothing), change the in-memory document, then :meth:`VolumeGroup.commit` writes it with the next
@@ -37,12 +39,11 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
-from traxfs.volume.device import Device
-from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.errors import (
+from .device import Device
+from .disk.clock import SimClock
+from .errors import (
     DeviceError,
     ForeignDeviceError,
     MetadataError,
@@ -51,27 +52,20 @@ from traxfs.volume.errors import (
     StaleDeviceError,
     UsageError,
 )
-from traxfs.volume.label import DATA_OFFSET, Label, write_label
-from traxfs.volume.layout.planner import allocate, allocate_tracks, replacement_holds, stripe_plan, zoned_plan
-from traxfs.volume.locks import WRITE_HINT, HeldLock, device_lock
-from traxfs.volume.logical import OpenLogicalVolume
-from traxfs.volume.metadata_area import ORPHAN_FORMAT, clear_slots, newest, read_slots, write_slots
-from traxfs.volume.model import (
-    Geometry,
-    Leg,
-    LogicalVolume,
-    PhysicalVolume,
-    VolumeGroupMeta,
-    check_name,
-)
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import ScannedDevice, label_device, scan, scan_one
-from traxfs.volume.signature import PV_KIND, identify, refuse_unless_forced, wipe_leftovers
+from .group_claim import claim, new_pvs, pv_entry
+from .group_survey import devices_by_pv, list_groups, pv_state
+from .group_volumes import LogicalVolumes
+from .label import Label, write_label
+from .layout.planner import replacement_holds
+from .locks import HeldLock, device_lock
+from .logical import OpenLogicalVolume
+from .metadata_area import ORPHAN_FORMAT, clear_slots, newest, read_slots, write_slots
+from .model import LogicalVolume, VolumeGroupMeta, check_name
+from .registry import Registry
+from .scan import ScannedDevice, scan
 
 DEFAULT_EXTENT = 4 * 1024 * 1024
-RESYNC_CHUNK = 4 * 1024 * 1024
 META_WAIT = 3.0  # seconds to wait for another command's metadata change to finish
-LEG_FAILURE_WAIT = 60.0  # a mounted volume recording a failed mirror leg waits longer: I/O waits on it
 
 # What an open holds for its whole life (see the module docstring).
 READ = "read"  # nothing: a look at the document (a commit still takes the metadata lock)
@@ -97,74 +91,7 @@ def _name_key(name: str) -> str:
     return f"vg-name-{name}"
 
 
-def _by_pv(scanned: list[ScannedDevice]) -> dict[str, list[ScannedDevice]]:
-    """Labelled devices by PV uuid (more than one: cloned devices)."""
-    out: dict[str, list[ScannedDevice]] = {}
-    for sd in scanned:
-        if sd.label is not None:
-            out.setdefault(sd.label.pv_uuid, []).append(sd)
-    return out
-
-
-def _pv_state(meta: VolumeGroupMeta, pv: PhysicalVolume, sd: ScannedDevice | None) -> tuple[str, str]:
-    """How a device the document lists stands: ``ok``, ``missing``, ``damaged`` (no intact
-    copy), ``foreign`` (another group's metadata) or ``stale`` (an older copy), and why."""
-    if sd is None:
-        return "missing", f"{pv.path} (PV {pv.uuid})"
-    copy = sd.copy
-    if copy is None:
-        return "damaged", f"{sd.path}: every metadata copy is damaged ({'; '.join(sd.problems)})"
-    if copy.doc.get("uuid") != meta.uuid:
-        return "foreign", (f"{sd.path}: listed as PV {pv.uuid} of {meta.name!r} but its metadata belongs to "
-                           f"group {copy.doc.get('name')!r}")
-    if copy.seq < meta.seq:
-        return "stale", f"{sd.path}: stale metadata (sequence {copy.seq}, the group is at {meta.seq})"
-    return "ok", ""
-
-
-@dataclass
-class GroupSummary:
-    """A group as ``vg list`` shows it: its newest document and the devices it lacks."""
-
-    meta: VolumeGroupMeta
-    missing: list[str]  # listed devices not found
-    stale: list[str]  # found with an older or damaged copy: 'trax vg repair' rewrites them
-
-    @property
-    def state(self) -> str:
-        return "degraded" if self.missing or self.stale else "ok"
-
-
-def survey(registry: Registry) -> list[GroupSummary]:
-    """Every group found on the registered devices, from its newest intact copy, with what it
-    lacks; nothing is locked or written."""
-    found: dict[str, VolumeGroupMeta] = {}
-    scanned = scan(registry)
-    try:
-        for sd in scanned:
-            if sd.vg_name is None:
-                continue
-            meta = VolumeGroupMeta.from_doc(sd.copy.doc, sd.path)
-            if meta.name not in found or found[meta.name].seq < meta.seq:
-                found[meta.name] = meta
-        by_pv = _by_pv(scanned)
-        out = []
-        for meta in found.values():
-            states = [(_pv_state(meta, pv, by_pv.get(pv.uuid, [None])[0]), pv) for pv in meta.pvs]
-            out.append(GroupSummary(meta, [pv.path for (st, _), pv in states if st == "missing"],
-                                    [pv.path for (st, _), pv in states if st in ("stale", "damaged", "foreign")]))
-        return out
-    finally:
-        for sd in scanned:
-            sd.close()
-
-
-def list_groups(registry: Registry) -> dict[str, VolumeGroupMeta]:
-    """Every group found on the registered devices, by name, from its newest intact copy."""
-    return {g.meta.name: g.meta for g in survey(registry)}
-
-
-class VolumeGroup:
+class VolumeGroup(LogicalVolumes):
     """An open volume group holding its devices and the locks its ``hold`` asks for."""
 
     def __init__(self, registry: Registry, meta: VolumeGroupMeta, scanned: list[ScannedDevice],
@@ -275,7 +202,7 @@ class VolumeGroup:
             raise MetadataError(f"two different volume groups are named {name!r}: {', '.join(sorted(uuids))}")
         best = max(members, key=lambda sd: sd.copy.seq)
         meta = VolumeGroupMeta.from_doc(best.copy.doc, best.path)
-        by_pv = _by_pv(scanned)
+        by_pv = devices_by_pv(scanned)
         for pv in meta.pvs:
             twins = by_pv.get(pv.uuid, [])
             if len(twins) > 1:
@@ -289,7 +216,7 @@ class VolumeGroup:
         missing: list[str] = []
         for pv in meta.pvs:
             sd = by_pv.get(pv.uuid, [None])[0]
-            state, problem = _pv_state(meta, pv, sd)
+            state, problem = pv_state(meta, pv, sd)
             if state == "missing":
                 devices[pv.uuid] = None
                 unreadable = [s.error for s in scanned if s.label is None and s.error
@@ -449,84 +376,11 @@ class VolumeGroup:
         return fixed
 
     # ----- the group itself ---------------------------------------------------------------------
-    @staticmethod
-    def _claim(paths: list[str], taken: set[str], extent_size: int, force: bool,
-               locks: contextlib.ExitStack) -> list[ScannedDevice]:
-        """Lock ``paths`` exclusively (into ``locks``) and scan and identify them for use in a
-        group: each must be unlabelled or an unused physical volume, and big enough for one
-        extent — all checked before anything is labelled. Anything else found on a device (a
-        traxfs filesystem, a foreign signature) is refused by name unless ``force``; a device of
-        another group is refused even then (destroying it is 'trax pv create --force' alone)."""
-        out = []
-        seen: set[str] = set()
-        try:
-            for path in paths:
-                if os.path.realpath(path) in seen:  # before anything is labelled (_new_pvs)
-                    raise UsageError(f"{path}: given twice")
-                seen.add(os.path.realpath(path))
-                if not os.path.exists(path):
-                    raise DeviceError(f"{path}: no such device or image file")
-                locks.callback(device_lock(path, exclusive=True, hint=WRITE_HINT).release)
-                sd = scan_one(path)
-                out.append(sd)
-                if sd.device is None:
-                    raise DeviceError(sd.error or f"{path}: cannot open")
-                sd.findings = identify(sd.device, path, path)
-                if sd.label is not None and not sd.orphan:
-                    pv = next((f for f in sd.findings if f.kind == PV_KIND), None)
-                    what = pv.text if pv is not None else "traxfs physical volume"
-                    if sd.vg_name:
-                        raise ForeignDeviceError(
-                            f"{path}: {what}; a device of another group is not taken, even with --force "
-                            f"('trax pv create --force {path}' destroys it first, if that is meant)")
-                    raise MetadataError(f"{path}: labelled but its metadata is unreadable ({'; '.join(sd.problems)}); "
-                                        f"'trax pv create --force {path}' labels it anew")
-                refuse_unless_forced(path, [f for f in sd.findings if f.kind != PV_KIND], force)
-                if sd.label is not None and sd.label.pv_uuid in taken:
-                    raise UsageError(f"{path}: given twice")
-                if sd.label is not None:
-                    taken.add(sd.label.pv_uuid)
-                data_offset = sd.label.data_offset if sd.label is not None else DATA_OFFSET
-                if (sd.device.size - data_offset) // extent_size < 1:
-                    raise NoSpaceError(f"{path}: {sd.device.size} bytes hold no extent of {extent_size} bytes")
-        except BaseException:  # refused: close what was opened (the caller never sees it)
-            for sd in out:
-                sd.close()
-            raise
-        return out
-
-    @staticmethod
-    def _new_pvs(registry: Registry, claimed: list[ScannedDevice]) -> list[ScannedDevice]:
-        """Label the unlabelled devices (implicit ``pv create``) and rescan all of them; wipe what
-        is left of foreign signatures that ``--force`` overrode."""
-        out = []
-        for sd in claimed:
-            erase = any(f.kind != PV_KIND for f in sd.findings)
-            if sd.label is None:
-                dev, sd.device = sd.device, None
-                label_device(registry, sd.path, dev, Geometry(), erase=erase)
-                sd = scan_one(sd.path)
-            else:
-                if erase:
-                    wipe_leftovers(sd.device, sd.path, sd.path)
-                    sd.device.flush()
-                registry.add(sd.path)
-            out.append(sd)
-        return out
-
-    @staticmethod
-    def _pv_entry(sd: ScannedDevice, extent_size: int) -> PhysicalVolume:
-        geometry = Geometry(**sd.copy.doc["geometry"])
-        if geometry.kind == "flat" and extent_size % min(geometry.unit, extent_size):
-            raise UsageError(f"{sd.path}: track unit {geometry.unit} does not divide the extent size {extent_size}")
-        return PhysicalVolume(sd.label.pv_uuid, sd.path, sd.label.data_offset,
-                              (sd.device.size - sd.label.data_offset) // extent_size, geometry)
-
     @classmethod
     def create(cls, registry: Registry, name: str, paths: list[str], extent_size: int = DEFAULT_EXTENT,
                force: bool = False) -> None:
         """Create ``name`` on ``paths`` (unused physical volumes, or devices it labels; see
-        :meth:`_claim` for what ``force`` overrides)."""
+        :func:`~traxfs.volume.group_claim.claim` for what ``force`` overrides)."""
         check_name("volume group", name)
         if not paths:
             raise UsageError("a volume group needs at least one device")
@@ -536,11 +390,11 @@ class VolumeGroup:
                 contextlib.ExitStack() as locks:
             if name in list_groups(registry):
                 raise UsageError(f"a volume group named {name!r} already exists")
-            claimed = cls._claim(paths, set(), extent_size, force, locks)
+            claimed = claim(paths, set(), extent_size, force, locks)
             try:
-                claimed = cls._new_pvs(registry, claimed)
+                claimed = new_pvs(registry, claimed)
                 meta = VolumeGroupMeta(name, str(uuid.uuid4()), 0, extent_size,
-                                       [cls._pv_entry(sd, extent_size) for sd in claimed])
+                                       [pv_entry(sd, extent_size) for sd in claimed])
                 vg = cls(registry, meta, claimed, {sd.label.pv_uuid: sd.device for sd in claimed}, [], [])
                 with vg._changing():
                     vg.commit()
@@ -559,12 +413,12 @@ class VolumeGroup:
         self._not_members(paths)
         self._whole_group()
         with self._changing():
-            claimed = self._claim(paths, set(self.devices), self.meta.extent_size, force, self._locks)
+            claimed = claim(paths, set(self.devices), self.meta.extent_size, force, self._locks)
             self._scanned.extend(claimed)
-            claimed = self._new_pvs(self.registry, claimed)
+            claimed = new_pvs(self.registry, claimed)
             self._scanned.extend(claimed)
             for sd in claimed:
-                self.meta.pvs.append(self._pv_entry(sd, self.meta.extent_size))
+                self.meta.pvs.append(pv_entry(sd, self.meta.extent_size))
                 self.devices[sd.label.pv_uuid] = sd.device
             self.commit()
 
@@ -600,219 +454,6 @@ class VolumeGroup:
         if missing:
             raise MissingDeviceError(f"cannot {what} volume group {self.meta.name}: missing {', '.join(missing)}")
 
-    # ----- logical volumes ----------------------------------------------------------------------
-    def _pv_uuids(self, paths: list[str] | None) -> list[str]:
-        present = [p for p in self.meta.pvs if self.devices.get(p.uuid) is not None]
-        if not paths:
-            return [p.uuid for p in present]
-        out = []
-        for path in paths:
-            real = os.path.realpath(path)
-            match = [p.uuid for p in present if os.path.realpath(p.path) == real]
-            if not match:
-                raise UsageError(f"{path} is not a present device of volume group {self.meta.name}")
-            out.append(match[0])
-        return out
-
-    def _extents(self, size: int, stripes: int) -> int:
-        if size <= 0:
-            raise UsageError(f"size must be positive (got {size})")
-        n = -(-size // self.meta.extent_size)
-        return -(-n // stripes) * stripes
-
-    def create_lv(self, name: str, size: int, layout: str = "linear", *, stripes: int | None = None,
-                  stripe_unit: int | None = None, mirror: bool = False, pvs: list[str] | None = None,
-                  zone: int | None = None, block: int | None = None, depth: int | None = None,
-                  linear: bool = False) -> LogicalVolume:
-        """Create a volume of at least ``size`` bytes.
-
-        ``quadrangle`` volumes, and ``traxtent`` volumes on devices with tracks, are zoned: they
-        live on the tracks of one ``zone`` and take ``block`` (b, sectors per VLBN), ``depth`` (d)
-        and ``linear`` (the default d from the paper's form of the one-revolution constraint
-        instead of the cyclic one), see
-        :func:`~traxfs.volume.layout.planner.zoned_plan`; their size is what the whole usable
-        tracks of the allocated extents hold. Refused, with nothing changed, on flat devices
-        (quadrangle) or when the options do not fit the layout.
-        """
-        with self._changing():
-            check_name("logical volume", name)
-            if any(lv.name == name for lv in self.meta.lvs):
-                raise UsageError(f"volume group {self.meta.name} already has a logical volume {name!r}")
-            if size <= 0:
-                raise UsageError(f"size must be positive (got {size})")
-            cands = self._pv_uuids(pvs)
-            if mirror and stripes is None and layout != "linear":
-                stripes = max(1, len(cands) // 2)
-            zoned = layout == "quadrangle" or (
-                layout == "traxtent" and any(self.meta.pv(p).geometry.kind == "zoned" for p in cands))
-            quad = None
-            if zoned:
-                if stripe_unit is not None:
-                    raise UsageError(f"a zoned {layout} volume's stripe unit is its track row; --stripe-unit does not apply")
-                n, quad = zoned_plan(self.meta, layout, cands, stripes, zone=zone, block=block, depth=depth,
-                                     linear=linear)
-                unit = quad.row_sectors * 512
-            else:
-                if zone is not None or block is not None or depth is not None or linear:
-                    raise UsageError("zone, block size and depth apply to quadrangle and zoned traxtent volumes only")
-                n, unit = stripe_plan(self.meta, layout, stripes, stripe_unit, cands)
-            if mirror and len(cands) < 2 * n:
-                raise UsageError(f"a mirror of {n} stripe(s) needs {2 * n} devices; {len(cands)} available")
-            if mirror:  # two halves of similar free space: each leg lives on its own devices
-                free = self.meta.free_runs()
-                ranked = sorted(cands, key=lambda p: -sum(c for _, c in free[p]))
-                pools = [ranked[0::2], ranked[1::2]]
-            else:
-                pools = [cands]
-            if quad is not None:
-                extents, new, size = allocate_tracks(self.meta, quad, n, pools, size, [[] for _ in pools], 0)
-                legs = [Leg(segs) for segs in new]
-            else:
-                extents = self._extents(size, n)
-                legs = [Leg(allocate(self.meta, 0, extents, n, pool)) for pool in pools]
-                size = extents * self.meta.extent_size
-            lv = LogicalVolume(name, str(uuid.uuid4()), extents, layout, n, unit, legs, size, quad)
-            self.meta.lvs.append(lv)
-            self.commit()
-            self._wipe_new(lv)
-            return lv
-
-    def _wipe_new(self, lv: LogicalVolume) -> None:
-        """Wipe what a new volume's first bytes still show of an earlier volume on the same
-        extents (a filesystem, a label), as lvcreate does: a new volume identifies as empty, so
-        a ``mkfs`` of it needs no ``--force``. Nobody else knows the new volume: no lock."""
-        olv = OpenLogicalVolume(self.meta, lv, self.devices, clock=self.sim_clock)
-        self.sim_clock = self.sim_clock or olv.clock  # its modelled disks now run on this clock
-        try:
-            for f in identify(olv, f"{self.meta.name}/{lv.name}"):
-                for off, n in f.regions:
-                    olv.write(off, bytes(n))
-            olv.flush()
-        finally:
-            olv.close()
-
-    def extend_lv(self, name: str, size: int) -> LogicalVolume:
-        """Grow ``name`` to ``size`` bytes (never shrinks: shrinking would cut data). A zoned
-        volume grows by whole quadrangle stripes inside its zone; existing blocks keep their place."""
-        with self._changing():
-            lv = self.meta.lv(name)
-            self._lock_lv(lv)
-            return self._extend_lv(lv, size)
-
-    def _extend_lv(self, lv: LogicalVolume, size: int) -> LogicalVolume:
-        name = lv.name
-        if size < lv.size:
-            raise UsageError(f"{self.meta.name}/{name}: shrinking from {lv.size} bytes is not supported")
-        if lv.quadrangle is None:
-            extents = self._extents(size, lv.stripes)
-            if extents == lv.extents:
-                return lv
-        elif size == lv.size:
-            return lv
-        self._require_lv_complete(lv, "extend")
-        leg_pvs = [{a.pv for seg in leg.segments for a in seg.areas} for leg in lv.legs]
-        unused = [p for p in self._pv_uuids(None) if not any(p in mine for mine in leg_pvs)]
-        pools = [sorted(mine) + unused[k :: len(lv.legs)] for k, mine in enumerate(leg_pvs)]
-        if lv.quadrangle is not None:
-            add, new, size = allocate_tracks(self.meta, lv.quadrangle, lv.stripes, pools, size,
-                                             [leg.segments for leg in lv.legs], lv.extents)
-        else:
-            add = extents - lv.extents
-            new = [allocate(self.meta, lv.extents, add, lv.stripes, pool) for pool in pools]
-            size = extents * self.meta.extent_size
-        for leg, segs in zip(lv.legs, new, strict=True):
-            leg.segments.extend(segs)
-        lv.extents += add
-        lv.size = size
-        self.commit()
-        for olv in self._open_lvs:
-            if olv.meta is lv:
-                olv.remap(self.meta)
-        return lv
-
-    def _require_lv_complete(self, lv: LogicalVolume, what: str) -> None:
-        gone = sorted(self.meta.pv(p).path for p in lv.pvs() if self.devices.get(p) is None)
-        if gone:
-            raise MissingDeviceError(f"cannot {what} {self.meta.name}/{lv.name}: missing {', '.join(gone)}")
-
-    def rename_lv(self, name: str, new_name: str) -> None:
-        check_name("logical volume", new_name)
-        with self._changing():
-            lv = self.meta.lv(name)
-            if any(o.name == new_name for o in self.meta.lvs):
-                raise UsageError(f"volume group {self.meta.name} already has a logical volume {new_name!r}")
-            self._lock_lv(lv)
-            lv.name = new_name
-            self.commit()
-
-    def remove_lv(self, name: str) -> None:
-        with self._changing():
-            lv = self.meta.lv(name)
-            self._lock_lv(lv)
-            self.meta.lvs.remove(lv)
-            self.commit()
-
-    def open_lv(self, name: str) -> OpenLogicalVolume:
-        """Open ``name`` for I/O. A mirror leg on a missing device is marked stale first (it will
-        miss writes), so it is never read until ``resync`` brings it back."""
-        lv = self.meta.lv(name)
-        self._lock_lv(lv)  # refused while open elsewhere (a mount): from here on lv is ours alone
-        complete = [i for i, leg in enumerate(lv.legs)
-                    if all(self.devices.get(a.pv) is not None for s in leg.segments for a in s.areas)]
-        if not any(lv.legs[i].state == "in_sync" for i in complete):
-            gone = sorted(self.meta.pv(p).path for p in lv.pvs() if self.devices.get(p) is None)
-            raise MissingDeviceError(
-                f"{self.meta.name}/{name}: no complete in-sync copy"
-                + (f" (missing {', '.join(gone)})" if gone else " (run 'trax lv resync')")
-            )
-        missed = [i for i, leg in enumerate(lv.legs) if i not in complete and leg.state != "stale"]
-        if missed:
-            with self._changing():
-                for i in missed:
-                    lv.legs[i].state = "stale"
-                self.commit()
-        olv = OpenLogicalVolume(self.meta, lv, self.devices, on_leg_failure=self._leg_failed(lv), clock=self.sim_clock)
-        self.sim_clock = self.sim_clock or olv.clock
-        self._open_lvs.append(olv)
-        return olv
-
-    def _leg_failed(self, lv: LogicalVolume) -> Callable[[int, Exception], None]:
-        def mark(i: int, err: Exception) -> None:
-            # another process may have committed (a new volume) since this one read the document:
-            # _changing reads the newest first; lv itself is locked here, so it is still ours
-            with self._changing(wait=LEG_FAILURE_WAIT):
-                lv.legs[i].state = "stale"
-                self.commit(tolerate_failed_devices=True)
-        return mark
-
-    def resync_lv(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
-        """Copy an in-sync leg over every stale leg that is present; return bytes copied."""
-        lv = self.meta.lv(name)
-        if not lv.mirrored:
-            raise UsageError(f"{self.meta.name}/{name} is not a mirror")
-        olv = self.open_lv(name)
-        targets = [i for i, leg in enumerate(lv.legs) if leg.state == "stale" and olv._leg_present(i)]
-        if not targets:
-            if any(leg.state == "stale" for leg in lv.legs):
-                raise MissingDeviceError(f"{self.meta.name}/{name}: the stale copy's device is missing; "
-                                         "attach it or 'trax vg replace' it first")
-            return 0
-        src = olv.readable_legs()[0]
-        buf = bytearray(RESYNC_CHUNK)
-        for off in range(0, olv.size, RESYNC_CHUNK):
-            n = min(RESYNC_CHUNK, olv.size - off)
-            view = memoryview(buf)[:n]
-            olv._run_io(src, olv.legs[src].runs(off, n), view, write=False)
-            for t in targets:
-                olv._run_io(t, olv.legs[t].runs(off, n), view, write=True)
-            if progress:
-                progress(off + n, olv.size)
-        olv.flush()
-        with self._changing():
-            for t in targets:
-                lv.legs[t].state = "in_sync"
-            self.commit()
-        return olv.size * len(targets)
 
     def replace_pv(self, old: str, new_path: str, force: bool = False) -> list[str]:
         """Put the unused device ``new_path`` in the place of the missing device ``old`` (a path or
@@ -831,11 +472,11 @@ class VolumeGroup:
             used_end = max((first + n for first, n in self.meta.used()[pv.uuid]), default=0)
             self._not_members([new_path])
             self._whole_group()
-            (sd,) = self._claim([new_path], set(self.devices), self.meta.extent_size, force, self._locks)
+            (sd,) = claim([new_path], set(self.devices), self.meta.extent_size, force, self._locks)
             self._scanned.append(sd)
-            (sd,) = self._new_pvs(self.registry, [sd])
+            (sd,) = new_pvs(self.registry, [sd])
             self._scanned.append(sd)
-            entry = self._pv_entry(sd, self.meta.extent_size)
+            entry = pv_entry(sd, self.meta.extent_size)
             if entry.pe_count < used_end:
                 raise NoSpaceError(f"{new_path}: {entry.pe_count} extents, the missing device had {used_end} in use")
             for lv in self.meta.lvs:

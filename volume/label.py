@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import crc32c
 
-from traxfs.volume.device import Device
-from traxfs.volume.errors import LabelError
+from .device import Device
+from .errors import LabelError
 
 LABEL_MAGIC = b"TRAXPVLB"
 LABEL_VERSION = 1

@@ -29,7 +29,7 @@ import stat
 import time
 from pathlib import Path
 
-from traxfs.volume.errors import DeviceError, InUseError
+from .errors import DeviceError, InUseError
 
 WRITE_HINT = "; a device in use is never written, even with --force"
 UDEV_WAIT = 1.0  # udev holds LOCK_SH on a block device for a moment after every write

@@ -30,14 +30,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from traxfs.volume.device import SECTOR, Device
-from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.disk.scheduler import HeadPredictor
-from traxfs.volume.errors import DeviceError, MetadataError, UsageError
-from traxfs.volume.layout.mapping import LegMap, Run
-from traxfs.volume.layout.quadrangle import QuadLegMap, geometries
-from traxfs.volume.model import LogicalVolume, VolumeGroupMeta
-from traxfs.volume.simdevice import SimulatedDevice
+from .device import SECTOR, Device
+from .disk.clock import SimClock
+from .disk.scheduler import HeadPredictor
+from .errors import DeviceError, MetadataError, UsageError
+from .layout.mapping import LegMap, Run
+from .layout.quadrangle import QuadLegMap, geometries
+from .model import LogicalVolume, VolumeGroupMeta
+from .simdevice import SimulatedDevice
 
 Item = tuple[int, list[memoryview], bool]  # (device byte offset, buffers, is_write)
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import crc32c
 
-from traxfs.volume.device import Device
-from traxfs.volume.errors import MetadataError
-from traxfs.volume.label import Label
+from .device import Device
+from .errors import MetadataError
+from .label import Label
 
 MDA_MAGIC = b"TRAXVGMD"
 ORPHAN_FORMAT = "traxfs-orphan/1"  # the document of a physical volume in no group

@@ -12,8 +12,8 @@ import re
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from traxfs.volume.disk.geometry import SECTOR, DiskSpec
-from traxfs.volume.errors import MetadataError, UsageError
+from .disk.geometry import SECTOR, DiskSpec
+from .errors import MetadataError, UsageError
 
 FORMAT = "traxfs-vg/2"
 OLD_FORMATS = ("traxfs-vg/1",)  # read and upgraded in memory; the next commit writes FORMAT

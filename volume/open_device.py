@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import stat
 
-from traxfs.volume.device import BlockDevice, Device, ImageFileDevice
-from traxfs.volume.errors import DeviceError
-from traxfs.volume.simdevice import SimulatedDevice, sidecar_path
+from .device import BlockDevice, Device, ImageFileDevice
+from .errors import DeviceError
+from .simdevice import SimulatedDevice, sidecar_path
 
 
 def open_device(path: str) -> Device:

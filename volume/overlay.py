@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from traxfs.volume.contract import DeviceContract
-from traxfs.volume.device import SECTOR, Device
+from .contract import DeviceContract
+from .device import SECTOR, Device
 
 
 class OverlayDevice(Device):

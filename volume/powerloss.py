@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import threading
 
-from traxfs.volume.device import Device
+from .device import Device
 
 
 class PowerLossDevice(Device):

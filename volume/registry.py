@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from traxfs.volume.locks import HeldLock, take
+from .locks import HeldLock, take
 
 LIST_WAIT = 10.0  # the devices file is locked only while a line is added or removed
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from traxfs.volume.device import Device, check_image_size, create_image
-from traxfs.volume.disk.geometry import DiskSpec
-from traxfs.volume.errors import DeviceError, LabelError, UsageError
-from traxfs.volume.label import Label, new_label, read_labels, write_label
-from traxfs.volume.locks import WRITE_HINT, device_lock
-from traxfs.volume.metadata_area import ORPHAN_FORMAT, Copy, SlotState, newest, read_slots, write_slots
-from traxfs.volume.model import Geometry
-from traxfs.volume.open_device import open_device
-from traxfs.volume.registry import Registry
-from traxfs.volume.signature import Finding, identify, refuse_unless_forced, wipe_leftovers
-from traxfs.volume.simdevice import create_simulated
+from .device import Device, check_image_size, create_image
+from .disk.geometry import DiskSpec
+from .errors import DeviceError, LabelError, UsageError
+from .label import Label, new_label, read_labels, write_label
+from .locks import WRITE_HINT, device_lock
+from .metadata_area import ORPHAN_FORMAT, Copy, SlotState, newest, read_slots, write_slots
+from .model import Geometry
+from .open_device import open_device
+from .registry import Registry
+from .signature import Finding, identify, refuse_unless_forced, wipe_leftovers
+from .simdevice import create_simulated
 
 
 @dataclass

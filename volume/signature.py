@@ -34,10 +34,10 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from traxfs.volume.errors import LabelError, MetadataError, OccupiedError
-from traxfs.volume.label import LABEL_MAGIC, LABEL_OFFSETS, read_labels
-from traxfs.volume.metadata_area import MDA_MAGIC, ORPHAN_FORMAT, newest, read_slots
-from traxfs.volume.model import VolumeGroupMeta
+from .errors import LabelError, MetadataError, OccupiedError
+from .label import LABEL_MAGIC, LABEL_OFFSETS, read_labels
+from .metadata_area import MDA_MAGIC, ORPHAN_FORMAT, newest, read_slots
+from .model import VolumeGroupMeta
 
 PV_KIND = "traxfs_member"  # a traxfs physical-volume label
 FS_KIND = "traxfs"  # a traxfs filesystem (its engine superblock)

@@ -23,12 +23,12 @@ import os
 import threading
 from dataclasses import dataclass
 
-from traxfs.volume.device import SECTOR, Device, ImageFileDevice
-from traxfs.volume.disk.clock import SimClock
-from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec
-from traxfs.volume.disk.mechanics import Breakdown
-from traxfs.volume.disk.simulator import SimulatedDisk
-from traxfs.volume.errors import DeviceError
+from .device import SECTOR, Device, ImageFileDevice
+from .disk.clock import SimClock
+from .disk.geometry import DiskGeometry, DiskSpec
+from .disk.mechanics import Breakdown
+from .disk.simulator import SimulatedDisk
+from .errors import DeviceError
 
 SIDECAR = ".disk.json"
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import threading
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.page import PAGE_SIZE, PageType
-from traxfs.fs.engine.xact import Transaction
+from . import opcodes
+from .page import PAGE_SIZE, PageType
+from .xact import Transaction
 
 HEADER = 32
 

@@ -27,9 +27,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from traxfs.fs.engine import nowait
-from traxfs.fs.engine.copies import good_copy
-from traxfs.fs.engine.page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
+from . import nowait
+from .copies import good_copy
+from .page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
 
 DISCARD_WAIT = 30.0  # seconds a discard waits for a write-back in flight to unpin a freed page
 

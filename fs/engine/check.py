@@ -30,9 +30,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Collection, Iterable
 
-from traxfs.fs.engine import slotted
-from traxfs.fs.engine.alloc import set_bits
-from traxfs.fs.engine.page import PAGE_MAGIC, PAGE_SIZE, PageCorrupt, PageType, verify
+from . import slotted
+from .alloc import set_bits
+from .page import PAGE_MAGIC, PAGE_SIZE, PageCorrupt, PageType, verify
 
 # kind -> fn(engine, header_pid, pages_out: set) -> list of problems
 Checker = Callable[[object, int, set], list[str]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from traxfs.volume.contract import DeviceContract
+from ...volume.contract import DeviceContract
 
 log = logging.getLogger("traxfs.engine")
 

@@ -47,24 +47,24 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from traxfs.fs.engine import opcodes, slotted, undo
-from traxfs.fs.engine.buffer import BufferManager, Frame, PinnedPage
-from traxfs.fs.engine.locks import LockManager, X
-from traxfs.fs.engine.logmanager import Durability, GroupCommitPolicy, LogManager
-from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, LogRecord, RecType
-from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
-from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal, set_page_lsn
-from traxfs.fs.engine.raw import RawPages
-from traxfs.fs.engine.recovery import RecoveryReport, recover
-from traxfs.fs.engine.superblock import (
+from ...volume.contract import DeviceContract
+from . import opcodes, slotted, undo
+from .buffer import BufferManager, Frame, PinnedPage
+from .locks import LockManager, X
+from .logmanager import Durability, GroupCommitPolicy, LogManager
+from .logrecord import NO_PAGE, RAW_CLAIM, LogRecord, RecType
+from .logstore import FIRST_LSN, LogStore
+from .page import PAGE_SIZE, PageType, init_header, seal, set_page_lsn
+from .raw import RawPages
+from .recovery import RecoveryReport, recover
+from .superblock import (
     SUPER_AREA,
     Superblock,
     SuperblockError,
     read_superblock,
     write_superblock,
 )
-from traxfs.fs.engine.xact import NestedTopAction, Transaction, TransactionError, TxState
-from traxfs.volume.contract import DeviceContract
+from .xact import NestedTopAction, Transaction, TransactionError, TxState
 
 BITS_PER_MAP = (PAGE_SIZE - 32) * 8
 CATALOG_PAGE = 0
@@ -94,7 +94,7 @@ def check_device_size(dev: DeviceContract, sb: Superblock, name: str) -> None:
 
 
 def _log_buffer_factory(kind: str):
-    from traxfs.ext import logbuffer
+    from ...ext import logbuffer
 
     return {"cd": logbuffer.ConsolidatedLogBuffer, "mutex": logbuffer.MutexLogBuffer}[kind]
 
@@ -158,8 +158,8 @@ class Engine:
         self.closed = False
         self.checkpoint_error: str | None = None
         self.recovery = RecoveryReport()
-        from traxfs.fs.engine.alloc import Allocator
-        from traxfs.fs.engine.record_store import RecordAllocator
+        from .alloc import Allocator
+        from .record_store import RecordAllocator
 
         self.alloc = Allocator(self)
         self.records = RecordAllocator(self)  # Talloc / Tdealloc (traxfs.fs.engine.record_store)

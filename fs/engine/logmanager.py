@@ -22,8 +22,8 @@ from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traxfs.ext.logcodec import encode
-from traxfs.fs.engine.logstore import LogStore
+from ...ext.logcodec import encode
+from .logstore import LogStore
 
 
 class LogClosed(Exception):

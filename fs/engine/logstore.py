@@ -13,9 +13,9 @@ import errno
 import logging
 from collections.abc import Iterator
 
-from traxfs.ext.logbuffer import DirectLogWriter
-from traxfs.fs.engine.logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
-from traxfs.volume.contract import DeviceContract
+from ...ext.logwriter import DirectLogWriter
+from ...volume.contract import DeviceContract
+from .logrecord import HEADER_SIZE, LogCorrupt, LogRecord, decode, peek_length, why_invalid
 
 SCAN_CHUNK = 1 << 20
 log = logging.getLogger("traxfs.engine")
@@ -37,7 +37,7 @@ class LogStore:
     def append_from(self, buffer, start: int, end: int) -> None:
         """Write log bytes [start, end) of the log buffer ``buffer`` durably: straight from the
         ring to the device without the GIL when the device offers a direct descriptor
-        (``traxfs.ext.logbuffer.DirectLogWriter``), otherwise through :meth:`append_durable`."""
+        (``traxfs.ext.logwriter.DirectLogWriter``), otherwise through :meth:`append_durable`."""
         if self._direct is None:
             fd = self.dev.direct_sync_fd()
             if fd is None or self.offset % self._sector or self._sector > 4096:

@@ -20,8 +20,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traxfs.fs.engine import slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, get_aux, set_aux
+from . import slotted
+from .page import HEADER_SIZE, PAGE_SIZE, get_aux, set_aux
 
 Redo = Callable[[bytearray, bytes], None]
 Undo = Callable[[bytes], tuple[int, bytes]]

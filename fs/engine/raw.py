@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from traxfs.fs.engine.copies import good_copy
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.volume.contract import Bytes, DeviceContract
+from ...volume.contract import Bytes, DeviceContract
+from .copies import good_copy
+from .page import PAGE_SIZE
 
 
 class RawPages:

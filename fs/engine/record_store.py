@@ -37,9 +37,9 @@ import threading
 from itertools import islice
 from typing import NamedTuple
 
-from traxfs.fs.engine import opcodes, slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, get_aux
-from traxfs.fs.engine.xact import Transaction
+from . import opcodes, slotted
+from .page import HEADER_SIZE, PAGE_SIZE, PageType, get_aux
+from .xact import Transaction
 
 MAX_RECORD = slotted.MAX_RECORD
 FREE_PAGES_TRIED = 8

@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.buffer import BufferManager
-from traxfs.fs.engine.logrecord import NO_PAGE, RAW_CLAIM, LogCorrupt, LogRecord, RecType
-from traxfs.fs.engine.logstore import FIRST_LSN, LogStore
-from traxfs.fs.engine.page import PageCorrupt, set_page_lsn
-from traxfs.fs.engine.superblock import Superblock
-from traxfs.fs.engine.xact import Transaction, TxState
+from . import opcodes
+from .buffer import BufferManager
+from .logrecord import NO_PAGE, RAW_CLAIM, LogCorrupt, LogRecord, RecType
+from .logstore import FIRST_LSN, LogStore
+from .page import PageCorrupt, set_page_lsn
+from .superblock import Superblock
+from .xact import Transaction, TxState
 
 _WITH_OPERATION = (RecType.UPDATE, RecType.CLR, RecType.LOGICAL)  # records that name an opcode
 _ON_PAGE = (RecType.UPDATE, RecType.CLR, RecType.PAGE_IMAGE)  # records redo applies to a page

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from traxfs.fs.engine.engine import BITS_PER_MAP, Engine, check_device_size, mib_text
-from traxfs.fs.engine.page import PAGE_SIZE, PageType, init_header, seal
-from traxfs.fs.engine.superblock import Superblock, read_superblock, write_superblock
+from .engine import BITS_PER_MAP, Engine, check_device_size, mib_text
+from .page import PAGE_SIZE, PageType, init_header, seal
+from .superblock import Superblock, read_superblock, write_superblock
 
 _MAP_HEADER = 32
 

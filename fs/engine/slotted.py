@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import struct
 
-from traxfs.ext.slotpage import DIR_START_AT as _C_DIR_START
-from traxfs.ext.slotpage import PageFull, delete, free_space, insert  # noqa: F401 (this module's API, in C)
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE
+from ...ext.slotpage import DIR_START_AT as _C_DIR_START
+from ...ext.slotpage import PageFull, delete, free_space, insert  # noqa: F401 (this module's API, in C)
+from .page import HEADER_SIZE, PAGE_SIZE
 
 _META = struct.Struct("<HH")
 _SLOT = struct.Struct("<HH")

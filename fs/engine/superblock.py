@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import crc32c
 
-from traxfs.fs.engine.copies import good_copy
+from .copies import good_copy
 
 MAGIC = b"TRAXENG1"
 ENGINE_VERSION = 2

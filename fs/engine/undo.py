@@ -18,9 +18,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.logrecord import NO_PAGE, LogCorrupt, LogRecord, RecType
-from traxfs.fs.engine.xact import Transaction, TxState
+from . import opcodes
+from .logrecord import NO_PAGE, LogCorrupt, LogRecord, RecType
+from .xact import Transaction, TxState
 
 
 def undo_step(engine, tx: Transaction, rec: LogRecord) -> int:

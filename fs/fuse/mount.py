@@ -1,8 +1,8 @@
 """Serving a filesystem through FUSE: open, mount, run the trio loop, unmount, close.
 
-The mount ends cleanly on ``umount``/``fusermount3 -u`` (the kernel ends the session), on
-SIGTERM or SIGINT (we unmount ourselves), or when :func:`serve`'s ``stop`` event is set. On
-every way out the mount is removed and the filesystem is closed cleanly (data flushed, engine
+The mount ends cleanly on ``umount``/``fusermount3 -u`` (the kernel ends the session) or, when
+:func:`serve` runs in the main thread, on SIGTERM or SIGINT (we unmount ourselves). On every way
+out the mount is removed and the filesystem is closed cleanly (data flushed, engine
 checkpointed), so the next mount needs no recovery. A process that is killed (SIGKILL) leaves
 the engine to recover at the next mount: everything whose commit was durable is there.
 """
@@ -18,12 +18,12 @@ from collections.abc import Callable
 import pyfuse3
 import trio
 
-from traxfs.ext import fuse_lowlevel
-from traxfs.fs.errors import FsError
-from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.fuse.loop import serve_loop
-from traxfs.fs.fuse.operations import TraxOperations
-from traxfs.fs.fuse.options import mount_options
+from ...ext import fuse_lowlevel
+from ..errors import FsError
+from ..filesystem import FileSystem
+from .loop import serve_loop
+from .operations import TraxOperations
+from .options import mount_options
 
 log = logging.getLogger("traxfs.fs")
 
@@ -37,13 +37,16 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
     """Mount the filesystem on ``dev`` at ``mountpoint`` and serve until unmounted.
     ``source`` is what the mount table shows; ``where`` names the filesystem in messages
     (default: ``source``): what the user named, e.g. in "run fsck on it". ``ready()`` runs
-    once the mount is live. One mount per process (pyfuse3's rule)."""
+    once the mount is live; ``volume_info()`` is what ``/.trax/volume.json`` shows. One mount
+    per process (pyfuse3's rule)."""
     if not _one_session.acquire(blocking=False):
         raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
     try:
         fs = FileSystem.open(dev, commit_interval=commit_interval, where=where or source)
         try:
-            ops = TraxOperations(fs, volume_info)
+            if volume_info is not None:
+                fs.status_files.volume_info = volume_info
+            ops = TraxOperations(fs)
             options = mount_options(source, "traxfs", allow_other=allow_other)
             made = fuse_lowlevel.sessions()
             try:

@@ -1,71 +1,71 @@
 """The FUSE face of the filesystem: pyfuse3 requests -> :class:`FileSystem` calls.
 
+A translator only: what a name, inode or file is — the tree's own or a subtree's (``/.trax``,
+``/.snapshots``, ``fs/subtrees/``) — is the filesystem's business; this layer passes each
+request on with its caller, turns the answer into what the kernel wants (attributes with their
+cache timeouts, an open's cache choice) and errors into errnos.
+
 Each request runs its filesystem call in a trio worker thread (``trio.to_thread``): the trio
 thread only moves requests, so a slow device read, a long truncate or an fsync waiting for the
 log delays the request that asked for it and nothing else. Read-only calls (lookup, getattr,
-readlink, getxattr, listxattr) are first tried inline under ``nowait.no_wait()``: answered at
-once when everything they touch is in memory, handed to a worker the moment anything would wait
-(a thread hand-off costs several times a cached lookup).
+readlink, getxattr, listxattr, opendir, and an open that truncates nothing) are first tried
+inline under ``nowait.no_wait()``: answered at once when everything they touch is in memory,
+handed to a worker the moment anything would wait (a thread hand-off costs several times a
+cached lookup).
 
 Kernel caches (what we chose and why):
 
-* **page cache on, ``keep_cache``**: every change to a file goes through this one mount, so the
-  kernel's cached pages are always current; ``mmap`` works (fsx, Spark's memory-mapped reads)
-  and re-reads cost no FUSE round trip. Writes are write-through (no writeback cache): a
-  ``write`` returns once the data is on the volume (the host page cache of the image files) and
-  its records are in the engine's log buffer.
+* **page cache on, ``keep_cache``** for the tree's files (the handle says so): every change to a
+  file goes through this one mount, so the kernel's cached pages are always current; ``mmap``
+  works (fsx, Spark's memory-mapped reads) and re-reads cost no FUSE round trip. Writes are
+  write-through (no writeback cache): a ``write`` returns once the data is on the volume (the
+  host page cache of the image files) and its records are in the engine's log buffer.
 * **attribute and entry timeouts of 1 s**: the kernel revalidates names and attributes at most
   once a second; all changes come through the kernel, which updates its own copy as it makes
-  them, so the cache is never stale for users of this mount.
+  them, so the cache is never stale for users of this mount. An inode whose attributes change by
+  themselves (``FileSystem.volatile``: the status files) gets an attribute timeout of 0.
 * **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
   readahead windows.
 
 The lookup count the kernel keeps for each inode (and every open handle) is passed on to
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
-file alive.
-
-Virtual entries of the root: ``/.trax`` (status JSON, read-only; each reader reads the bytes
-whose size its ``stat`` reported, see ``traxfs.fs.fuse.status_files``) and ``/.snapshots``
-(reserved: empty until snapshots arrive; ``mkdir`` there is refused).
+file alive. Both only count (they never wait for the metadata lock), so they run on the trio
+thread; freeing an inode whose last reference went runs in a worker (:meth:`FileSystem.collect`).
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
-import json
 import logging
 import os
-import stat
-import time
-from collections.abc import Callable
 
 import pyfuse3
 import trio
 
-from traxfs.ext import fuse_lowlevel
-from traxfs.fs.engine import nowait
-from traxfs.fs.engine.page import PageCorrupt
-from traxfs.fs.errors import FsError
-from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.fs.fuse.status_files import StatusSnapshots, reader_of
-from traxfs.fs.keys import Inode
+from ...ext import fuse_lowlevel
+from ..engine import nowait
+from ..engine.page import PageCorrupt
+from ..errors import FsError
+from ..filesystem import FileSystem
+from ..keys import Inode
+from ..limits import ROOT_INO
+from ..subtrees.protocol import Caller, OpenFile
 
 log = logging.getLogger("traxfs.fs")
 
 TIMEOUT = 1.0
-VIRTUAL_BASE = 1 << 62
-TRAX_DIR = VIRTUAL_BASE
-SNAP_DIR = VIRTUAL_BASE + 1
-STATUS_FILES = ("engine.json", "log.json", "buffer.json", "data.json", "filesystem.json", "volume.json")
-STATUS_INO = {name: VIRTUAL_BASE + 16 + i for i, name in enumerate(STATUS_FILES)}
-STATUS_NAME = {ino: name for name, ino in STATUS_INO.items()}
 CAPS = b"security.capability"
 SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, EntryAttributes field
     ("update_mode", "mode", "st_mode"), ("update_uid", "uid", "st_uid"), ("update_gid", "gid", "st_gid"),
     ("update_size", "size", "st_size"), ("update_atime", "atime_ns", "st_atime_ns"),
     ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
-VIRTUAL_ROOT_ENTRIES = ((b".trax", TRAX_DIR, 1), (b".snapshots", SNAP_DIR, 2))
+WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
+READDIR_BATCH = 32  # the kernel's buffer holds a few dozen entries; each entry's attributes cost a lookup
+
+
+def _caller(ctx) -> Caller:
+    return Caller(ctx.pid, ctx.uid, ctx.gid) if ctx is not None else Caller()
 
 
 class TraxOperations(pyfuse3.Operations):
@@ -73,18 +73,20 @@ class TraxOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: FileSystem, volume_info: Callable[[], dict] | None = None):
+    def __init__(self, fs: FileSystem):
         super().__init__()
         self.fs = fs
-        self.volume_info = volume_info or (lambda: {})
         self._fh = itertools.count(1)
-        self._open: dict[int, int] = {}  # fh -> ino
-        self._status = StatusSnapshots()  # the bytes each reader of a /.trax file is to see
-        self._dirs: dict[int, int] = {}  # directory fh -> ino
-        self._dir_readers: dict[int, int] = {}  # directory fh -> the process that opened it
+        self._open: dict[int, OpenFile] = {}  # fh -> the filesystem's handle
+        self._dirs: dict[int, tuple[int, Caller]] = {}  # directory fh -> ino, the caller that opened it
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
-        self._mounted_ns = time.time_ns()
         self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
+        fs.status_files.fuse_counters = self.counters
+
+    def counters(self) -> dict:
+        """What this adapter adds to ``/.trax/filesystem.json``."""
+        return {"fuse_reads": dict(self.stats),
+                "fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls}}
 
     # ----- plumbing -----------------------------------------------------------------------------
     @staticmethod
@@ -123,7 +125,8 @@ class TraxOperations(pyfuse3.Operations):
         a = pyfuse3.EntryAttributes()
         a.st_ino = node.ino
         a.generation = node.generation
-        a.entry_timeout = a.attr_timeout = TIMEOUT
+        a.entry_timeout = TIMEOUT
+        a.attr_timeout = 0 if self.fs.volatile(node.ino) else TIMEOUT
         a.st_mode = node.mode
         a.st_nlink = node.nlink
         a.st_uid, a.st_gid = node.uid, node.gid
@@ -135,243 +138,130 @@ class TraxOperations(pyfuse3.Operations):
         a.st_birthtime_ns = node.crtime_ns
         return a
 
-    def _virtual(self, ino: int) -> Inode:
-        t = self._mounted_ns
-        if ino in (TRAX_DIR, SNAP_DIR):
-            return Inode(ino, stat.S_IFDIR | 0o555, 0, 0, 2, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t)
-        raise pyfuse3.FUSEError(errno.ENOENT)
-
-    async def _status_of(self, name: str, reader: int) -> bytes:
-        """The bytes of status file ``name`` that ``reader`` is to see (made now if need be)."""
-        data = self._status.known(name, reader)
-        if data is None:
-            data = self._status.made(name, reader, await trio.to_thread.run_sync(self._status_bytes, name))
-        return data
-
-    async def _status_entry(self, name: str, reader: int) -> pyfuse3.EntryAttributes:
-        """A status file's attributes: its size is that of the snapshot ``reader`` will read,
-        and the kernel must not cache them (attribute timeout 0: it asks at every stat)."""
-        t = self._mounted_ns
-        data = await self._status_of(name, reader)
-        a = self._entry(Inode(STATUS_INO[name], stat.S_IFREG | 0o444, 0, 0, 1, size=len(data), atime_ns=t,
-                              mtime_ns=t, ctime_ns=t, crtime_ns=t))
-        a.attr_timeout = 0
-        return a
-
     def _referenced(self, node: Inode) -> pyfuse3.EntryAttributes:
         """An entry the kernel will hold a lookup reference to."""
-        if node.ino < VIRTUAL_BASE:
-            self.fs.ref(node.ino)
+        self.fs.ref(node.ino)
         return self._entry(node)
 
-    @staticmethod
-    def _refuse_virtual(*inos: int) -> None:
-        for ino in inos:
-            if ino >= VIRTUAL_BASE:
-                raise pyfuse3.FUSEError(errno.EPERM if ino != SNAP_DIR else errno.EOPNOTSUPP)
+    async def _unref(self, ino: int, n: int = 1) -> None:
+        if self.fs.unref(ino, n):  # the last reference of an unlinked inode: free it in a worker
+            await self._run(self.fs.collect, ino)
 
-    def _reserved_name(self, parent: int, name: bytes) -> None:
-        if parent == ROOT_INO and name in (b".trax", b".snapshots"):
-            raise pyfuse3.FUSEError(errno.EEXIST)
+    def _opened(self, handle: OpenFile) -> pyfuse3.FileInfo:
+        fh = next(self._fh)
+        self._open[fh] = handle
+        return pyfuse3.FileInfo(fh=fh, direct_io=handle.direct_io, keep_cache=handle.keep_cache,
+                                nonseekable=handle.nonseekable)
 
     # ----- names --------------------------------------------------------------------------------
     async def lookup(self, parent_inode, name, ctx=None):
-        if parent_inode == ROOT_INO:
-            for vname, vino, _ in VIRTUAL_ROOT_ENTRIES:
-                if name == vname:
-                    return self._entry(self._virtual(vino))
-        if parent_inode == TRAX_DIR:
-            text = name.decode(errors="replace")
-            if text not in STATUS_INO:
-                raise pyfuse3.FUSEError(errno.ENOENT)
-            return await self._status_entry(text, reader_of(ctx.pid))
-        if parent_inode >= VIRTUAL_BASE:
-            if name == b"..":
-                return self._entry(await self._read(self.fs.getattr, ROOT_INO))
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        if name == b".":
-            node = await self._read(self.fs.getattr, parent_inode)
-        else:
-            node = await self._read(self.fs.lookup, parent_inode, name)
-        return self._referenced(node)
+        return self._referenced(await self._read(self.fs.lookup, parent_inode, name, _caller(ctx)))
 
     async def forget(self, inode_list):
         for ino, n in inode_list:
-            if ino < VIRTUAL_BASE and ino != ROOT_INO:
-                await self._run(self.fs.unref, ino, n)
+            if ino != ROOT_INO:
+                await self._unref(ino, n)
 
     async def getattr(self, inode, ctx=None):
-        if inode in STATUS_NAME:
-            return await self._status_entry(STATUS_NAME[inode], reader_of(ctx.pid))
-        if inode >= VIRTUAL_BASE:
-            return self._entry(self._virtual(inode))
-        return self._entry(await self._read(self.fs.getattr, inode))
+        return self._entry(await self._read(self.fs.getattr, inode, _caller(ctx)))
 
     async def setattr(self, inode, attr, fields, fh, ctx):
-        self._refuse_virtual(inode)
         kw = {arg: getattr(attr, field) for flag, arg, field in SETATTR_FIELDS if getattr(fields, flag)}
-        return self._entry(await self._run(self.fs.setattr, inode, **kw))
+        return self._entry(await self._run(self.fs.setattr, inode, caller=_caller(ctx), **kw))
 
     async def readlink(self, inode, ctx):
-        self._refuse_virtual(inode)
         return await self._read(self.fs.readlink, inode)
 
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        self._refuse_virtual(parent_inode)
-        self._reserved_name(parent_inode, name)
-        return self._referenced(await self._run(self.fs.create, parent_inode, name, mode, ctx.uid, ctx.gid, rdev))
+        return self._referenced(await self._run(self.fs.create, parent_inode, name, mode, ctx.uid, ctx.gid, rdev,
+                                                caller=_caller(ctx)))
 
     async def mkdir(self, parent_inode, name, mode, ctx):
-        self._refuse_virtual(parent_inode)
-        self._reserved_name(parent_inode, name)
-        return self._referenced(await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid))
+        return self._referenced(await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid,
+                                                caller=_caller(ctx)))
 
     async def symlink(self, parent_inode, name, target, ctx):
-        self._refuse_virtual(parent_inode)
-        self._reserved_name(parent_inode, name)
-        return self._referenced(await self._run(self.fs.symlink, parent_inode, name, target, ctx.uid, ctx.gid))
+        return self._referenced(await self._run(self.fs.symlink, parent_inode, name, target, ctx.uid, ctx.gid,
+                                                caller=_caller(ctx)))
 
     async def link(self, inode, new_parent_inode, new_name, ctx):
-        self._refuse_virtual(inode, new_parent_inode)
-        self._reserved_name(new_parent_inode, new_name)
-        return self._referenced(await self._run(self.fs.link, inode, new_parent_inode, new_name))
+        return self._referenced(await self._run(self.fs.link, inode, new_parent_inode, new_name, _caller(ctx)))
 
     async def unlink(self, parent_inode, name, ctx):
-        self._refuse_virtual(parent_inode)
-        await self._run(self.fs.unlink, parent_inode, name)
+        await self._run(self.fs.unlink, parent_inode, name, _caller(ctx))
 
     async def rmdir(self, parent_inode, name, ctx):
-        self._refuse_virtual(parent_inode)
-        await self._run(self.fs.rmdir, parent_inode, name)
+        await self._run(self.fs.rmdir, parent_inode, name, _caller(ctx))
 
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
-        self._refuse_virtual(parent_inode_old, parent_inode_new)
-        self._reserved_name(parent_inode_new, name_new)
-        await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
+        await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags, _caller(ctx))
 
     # ----- files --------------------------------------------------------------------------------
     async def open(self, inode, flags, ctx):
-        fh = next(self._fh)
-        if inode >= VIRTUAL_BASE:
-            if flags & (os.O_WRONLY | os.O_RDWR):
-                raise pyfuse3.FUSEError(errno.EACCES)
-            name = STATUS_NAME.get(inode)
-            if name is None:
-                raise pyfuse3.FUSEError(errno.EISDIR)
-            reader = reader_of(ctx.pid)
-            while not self._status.opened(fh, name, reader):
-                await self._status_of(name, reader)
-            return pyfuse3.FileInfo(fh=fh, direct_io=True)
-        node = await self._read(self.fs.getattr, inode)
-        if node.is_dir:
-            raise pyfuse3.FUSEError(errno.EISDIR)
-        if flags & os.O_TRUNC and flags & (os.O_WRONLY | os.O_RDWR) and node.is_reg:
-            await self._run(self.fs.truncate, inode, 0)  # libfuse asks for atomic O_TRUNC
-        self.fs.open_handle(inode)
-        self._open[fh] = inode
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+        # libfuse asks for atomic O_TRUNC: such an open changes the file, so never inline
+        call = self._run if flags & os.O_TRUNC and flags & WRITE_ACCESS else self._read
+        return self._opened(await call(self.fs.open_file, inode, flags, _caller(ctx)))
 
     async def create(self, parent_inode, name, mode, flags, ctx):
-        self._refuse_virtual(parent_inode)
-        self._reserved_name(parent_inode, name)
-        node = await self._run(self.fs.create, parent_inode, name, stat.S_IFREG | (mode & 0o7777), ctx.uid, ctx.gid)
-        fh = next(self._fh)
-        self.fs.open_handle(node.ino)
-        self._open[fh] = node.ino
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True), self._referenced(node)
+        node, handle = await self._run(self.fs.create_file, parent_inode, name, mode, flags, _caller(ctx))
+        return self._opened(handle), self._referenced(node)
 
     async def read(self, fh, off, size):
-        data = self._status.read(fh)
-        if data is not None:
-            return data[off : off + size]
-        return await self._run(self.fs.read, self._open[fh], off, size)
+        return await self._run(self._open[fh].read, off, size)
 
     async def write(self, fh, off, buf):
-        return await self._run(self.fs.write, self._open[fh], off, buf)
+        return await self._run(self._open[fh].write, off, buf)
 
     def lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel``
-        adds it and calls this in a worker thread). Status files are dense."""
-        content = self._status.read(fh)
-        if content is not None:
-            if off < 0 or off >= len(content):
-                raise pyfuse3.FUSEError(errno.ENXIO)
-            return off if whence == os.SEEK_DATA else len(content)
+        adds it and calls this in a worker thread)."""
+        handle = self._open[fh]
         try:
-            return self.fs.seek(ino, off, whence)
+            return handle.seek(off, whence)
         except Exception as e:
-            raise self._fuse_error(self.fs.seek, e) from None
+            raise self._fuse_error(handle.seek, e) from None
 
     async def flush(self, fh):
-        ino = self._open.get(fh)
-        if ino is not None and self.fs.has_preallocation(ino):
-            await self._run(self.fs.flush_handle, ino)
+        handle = self._open.get(fh)
+        if handle is not None and handle.flush_pending():
+            await self._run(handle.flush)
 
     async def release(self, fh):
-        if self._status.released(fh):
-            return
-        ino = self._open.pop(fh)
-        await self._run(self.fs.release_handle, ino)
+        await self._run(self._open.pop(fh).release)
 
     async def fsync(self, fh, datasync):
-        if self._status.read(fh) is not None:
-            return
-        await self._run(self.fs.fsync, self._open[fh], bool(datasync))
+        await self._run(self._open[fh].fsync, bool(datasync))
 
     # ----- directories --------------------------------------------------------------------------
     async def opendir(self, inode, ctx):
-        if inode < VIRTUAL_BASE:
-            node = await self._read(self.fs.getattr, inode)
-            if not node.is_dir:
-                raise pyfuse3.FUSEError(errno.ENOTDIR)
-        elif inode not in (TRAX_DIR, SNAP_DIR):
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        caller = _caller(ctx)
+        await self._read(self.fs.opendir, inode, caller)
         fh = next(self._fh)
-        self._dirs[fh] = inode
-        self._dir_readers[fh] = reader_of(ctx.pid)
+        self._dirs[fh] = (inode, caller)
         return fh
 
     async def readdir(self, fh, start_id, token):
-        ino = self._dirs[fh]
-        if ino == TRAX_DIR:
-            for i, name in enumerate(STATUS_FILES):
-                if i + 1 > start_id and not pyfuse3.readdir_reply(
-                        token, name.encode(), await self._status_entry(name, self._dir_readers[fh]), i + 1):
-                    return
-            return
-        if ino == SNAP_DIR:
-            return
-        if ino == ROOT_INO:
-            for vname, vino, cookie in VIRTUAL_ROOT_ENTRIES:
-                if cookie > start_id and not pyfuse3.readdir_reply(token, vname, self._entry(self._virtual(vino)),
-                                                                   cookie):
-                    return
+        ino, caller = self._dirs[fh]
         after = start_id
         while True:
-            # small batches: the kernel's buffer holds a few dozen entries, and each entry's
-            # attributes cost an inode lookup
-            batch = await self._run(self.fs.readdir, ino, after, 32)
+            batch = await self._run(self.fs.readdir, ino, after, READDIR_BATCH, caller)
             if not batch:
                 return
             for name, node, cookie in batch:
                 self.fs.ref(node.ino)  # readdirplus: the kernel takes a lookup reference ...
                 if not pyfuse3.readdir_reply(token, name, self._entry(node), cookie):
-                    self.fs.unref(node.ino)  # ... only if the entry fit in the reply
+                    await self._unref(node.ino)  # ... only if the entry fit in the reply
                     return
                 after = cookie
 
     async def releasedir(self, fh):
         self._dirs.pop(fh, None)
-        self._dir_readers.pop(fh, None)
 
     async def fsyncdir(self, fh, datasync):
-        if self._dirs[fh] < VIRTUAL_BASE:
-            await self._run(self.fs.fsync, None, bool(datasync))
+        await self._run(self.fs.fsync_dir, self._dirs[fh][0], bool(datasync))
 
     # ----- extended attributes ------------------------------------------------------------------
     async def getxattr(self, inode, name, ctx):
-        if inode >= VIRTUAL_BASE:
-            raise pyfuse3.FUSEError(errno.ENODATA)
         if name == CAPS:
             # the kernel asks this before every write (may the write drop file capabilities?);
             # the answer is cached per inode and served on the trio thread, no worker hop
@@ -391,17 +281,13 @@ class TraxOperations(pyfuse3.Operations):
         return await self._read(self.fs.getxattr, inode, name)
 
     async def setxattr(self, inode, name, value, ctx):
-        self._refuse_virtual(inode)
         self._caps.pop(inode, None)
         await self._run(self.fs.setxattr, inode, name, value)
 
     async def listxattr(self, inode, ctx):
-        if inode >= VIRTUAL_BASE:
-            return []
         return await self._read(self.fs.listxattr, inode)
 
     async def removexattr(self, inode, name, ctx):
-        self._refuse_virtual(inode)
         self._caps.pop(inode, None)
         await self._run(self.fs.removexattr, inode, name)
 
@@ -414,14 +300,3 @@ class TraxOperations(pyfuse3.Operations):
         s.f_files, s.f_ffree, s.f_favail = st.files, st.files_free, st.files_free
         s.f_namemax = st.name_max
         return s
-
-    def _status_bytes(self, name: str) -> bytes:
-        st = self.fs.status()
-        if isinstance(st.get("filesystem"), dict):
-            st["filesystem"]["fuse_reads"] = dict(self.stats)
-            st["filesystem"]["fuse_lowlevel"] = {"installed": sorted(fuse_lowlevel.installed()),
-                                                 **fuse_lowlevel.calls}
-        parts = {"engine.json": st, "log.json": st.get("log"), "buffer.json": st.get("buffer"),
-                 "data.json": st.get("data"), "filesystem.json": st.get("filesystem"),
-                 "volume.json": self.volume_info()}
-        return (json.dumps(parts[name], indent=2, sort_keys=True, default=str) + "\n").encode()

@@ -10,10 +10,10 @@ identified by its header page; the catalog names roots ``KIND:NAME`` (see
 ``traxfs.fs.engine.check``).
 """
 
-from traxfs.fs.struct import arraylist, btree, common, linearhash, linkedlist  # noqa: F401
-from traxfs.fs.struct.arraylist import ArrayList
-from traxfs.fs.struct.btree import BTree
-from traxfs.fs.struct.linearhash import LinearHash
-from traxfs.fs.struct.linkedlist import LinkedList
+from . import arraylist, btree, common, linearhash, linkedlist  # noqa: F401
+from .arraylist import ArrayList
+from .btree import BTree
+from .linearhash import LinearHash
+from .linkedlist import LinkedList
 
 __all__ = ["ArrayList", "BTree", "LinearHash", "LinkedList"]

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import struct
 
-from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import opcodes
-from traxfs.fs.engine.opcodes import Operation
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.common import (
+from ..engine import check as engine_check
+from ..engine import opcodes
+from ..engine.opcodes import Operation
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.xact import Transaction
+from .common import (
     U64,
     UNDO_HEAD,
     aux_of,

@@ -4,18 +4,13 @@
 root splits or collapses, the header never does, so the header pid is what the catalog names
 (``btree:NAME``) and what every logical undo payload carries.
 
-Page formats (after the 32-byte page header)::
-
-    header  (BTREE_HEADER)  magic b"TXBT", version u16, pad u16, root u64, count u64
-    leaf    (BTREE_LEAF)    slotted; aux = right sibling (0: last leaf);
-                            record = klen u16 | key | value, sorted by key
-    inner   (BTREE_INNER)   slotted; aux = level (1 = just above the leaves);
-                            record = child u64 | separator key; record 0's key is empty (−∞)
+Page formats, records and in-page search: :mod:`traxfs.fs.struct.btree_node`; bulk builds:
+:mod:`traxfs.fs.struct.btree_build`; verification: :mod:`traxfs.fs.struct.btree_check`.
 
 Child ``i`` of an inner node holds the keys ``k`` with ``sep[i] <= k < sep[i+1]``. Keys are
-bytes compared lexicographically, at most :data:`MAX_KEY` bytes, and key + value at most
-:data:`MAX_ENTRY` bytes; so a leaf holds at least three entries and an inner node three
-children, and a 2-way split always fits.
+bytes compared lexicographically, at most ``MAX_KEY`` bytes, and key + value at most
+``MAX_ENTRY`` bytes (both in ``btree_node``); so a leaf holds at least three entries and an
+inner node three children, and a 2-way split always fits.
 
 **Searching** bisects over the slot directory in C (``traxfs.ext.nodesearch``: a probe is a
 bounds check and a ``memcmp`` on the page, no key object), ~log2(n) probes per level.
@@ -54,29 +49,45 @@ transactions writing the same key) is the caller's business: take ``engine.lock`
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
-from traxfs.ext.nodesearch import DIR_START as _SEARCH_DIR_START
-from traxfs.ext.nodesearch import inner_bisect, leaf_bisect
-from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import opcodes, slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.common import (
-    DIR_START,
-    HH,
+from ...ext.nodesearch import leaf_bisect
+from ..engine import check as engine_check
+from ..engine import opcodes, slotted
+from ..engine.page import HEADER_SIZE, PageType
+from ..engine.xact import Transaction
+from .btree_build import build_tree
+from .btree_check import check_tree
+from .btree_node import (
+    COUNT_OFF,
+    HDR,
+    INNER,
+    KIND,
+    LEAF,
+    MAGIC,
+    ROOT_COUNT,
+    ROOT_OFF,
+    VERSION,
+    check_sizes,
+    inner_child,
+    inner_key,
+    inner_record,
+    inner_search,
+    leaf_item,
+    leaf_record,
+    leaf_search,
+    rec_key,
+    separator,
+    split_point,
+)
+from .common import (
     OP_SLOTS_CUT,
     OP_SLOTS_PASTE,
     PAGE_CAPACITY,
-    U16,
     U64,
     aux_of,
     free_page,
     lsn_of,
-    map_undo_delete_payload,
-    map_undo_put_payload,
-    nested_action,
     new_page,
     nslots,
     pinned,
@@ -84,104 +95,23 @@ from traxfs.fs.struct.common import (
     run_payload,
     set_page_aux,
     structure_latch,
-    undo_head,
     write_bytes,
 )
+from .keymap import LoggedMap
 
-MAX_KEY = 1024
-MAX_ENTRY = 1300
 UNDERFULL = PAGE_CAPACITY // 4  # a node using fewer bytes than this is merged with a sibling ...
 MERGE_LIMIT = PAGE_CAPACITY * 3 // 4  # ... if the merged node uses at most this many
-KIND = "btree"
-MAGIC = b"TXBT"
-VERSION = 1
-_HDR = struct.Struct("<4sHHQQ")  # at HEADER_SIZE: magic, version, pad, root, count
-_ROOT_OFF = HEADER_SIZE + 8
-_COUNT_OFF = HEADER_SIZE + 16
-_RC = struct.Struct("<QQ")  # root, count
-LEAF, INNER = PageType.BTREE_LEAF, PageType.BTREE_INNER
-if _SEARCH_DIR_START != DIR_START:  # the C search reads the slot directory where slotted puts it
-    raise ImportError(f"traxfs.ext.nodesearch reads slots at {_SEARCH_DIR_START}, slotted pages keep them at {DIR_START}")
 
 OP_UNDO_PUT = 110  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 111  # payload: undo head | klen u16 | key | value
 
 
-# ----- record codecs and in-page search -----------------------------------------------------------
-def leaf_record(key: bytes, value: bytes) -> bytes:
-    return U16.pack(len(key)) + key + value
-
-
-def inner_record(child: int, key: bytes) -> bytes:
-    return U64.pack(child) + key
-
-
-def _leaf_item(buf, i: int) -> tuple[bytes, bytes]:
-    off, ln = HH.unpack_from(buf, DIR_START + 4 * i)
-    (kl,) = U16.unpack_from(buf, off)
-    return bytes(buf[off + 2 : off + 2 + kl]), bytes(buf[off + 2 + kl : off + ln])
-
-
-def _inner_key(buf, i: int) -> bytes:
-    off, ln = HH.unpack_from(buf, DIR_START + 4 * i)
-    return bytes(buf[off + 8 : off + ln])
-
-
-def _inner_child(buf, i: int) -> int:
-    off, _ = HH.unpack_from(buf, DIR_START + 4 * i)
-    return U64.unpack_from(buf, off)[0]
-
-
-def _rec_key(rec: bytes, leaf: bool) -> bytes:
-    if leaf:
-        return rec[2 : 2 + U16.unpack_from(rec)[0]]
-    return rec[8:]
-
-
-def _leaf_search(buf, key: bytes) -> tuple[int, int]:
-    """(index of the first key >= ``key``, slot count)."""
-    return leaf_bisect(buf, key)
-
-
-def _inner_search(buf, key: bytes) -> tuple[int, int]:
-    """(index of the child that covers ``key``, slot count)."""
-    return inner_bisect(buf, key)
-
-
-def separator(left_last: bytes, right_first: bytes) -> bytes:
-    """The shortest key ``s`` with ``left_last < s <= right_first``."""
-    n = min(len(left_last), len(right_first))
-    i = 0
-    while i < n and left_last[i] == right_first[i]:
-        i += 1
-    return right_first[: i + 1]
-
-
-def _split_point(sizes: list[int]) -> int:
-    """Index s (1 <= s < len) splitting records of these sizes into two pages, by bytes."""
-    total = sum(sizes)
-    best, best_s, acc = None, 0, 0
-    for s in range(1, len(sizes)):
-        acc += sizes[s - 1]
-        if acc <= PAGE_CAPACITY and total - acc <= PAGE_CAPACITY:
-            d = abs(2 * acc - total)
-            if best is None or d < best:
-                best, best_s = d, s
-    if best is None:
-        raise AssertionError("no 2-way split fits (record size limits violated)")
-    return best_s
-
-
-def check_sizes(key: bytes, value: bytes) -> None:
-    if len(key) > MAX_KEY:
-        raise ValueError(f"B+tree key of {len(key)} bytes exceeds the limit of {MAX_KEY}")
-    if len(key) + len(value) > MAX_ENTRY:
-        raise ValueError(f"B+tree key + value of {len(key) + len(value)} bytes exceeds the limit of {MAX_ENTRY}")
-
-
-class BTree:
+class BTree(LoggedMap):
     """One B+tree, identified by its header page. Cheap to open; objects on the same header
     share one latch."""
+
+    UNDO_PUT, UNDO_DELETE = OP_UNDO_PUT, OP_UNDO_DELETE
+    check_sizes = staticmethod(check_sizes)
 
     def __init__(self, engine, header_pid: int):
         self.e = engine
@@ -195,89 +125,22 @@ class BTree:
         registered in the catalog as ``btree:NAME``."""
         header = new_page(engine, tx, PageType.BTREE_HEADER, is_slotted=False)
         root = new_page(engine, tx, LEAF)
-        write_bytes(engine, tx, header, HEADER_SIZE, _HDR.pack(MAGIC, VERSION, 0, root, 0))
+        write_bytes(engine, tx, header, HEADER_SIZE, HDR.pack(MAGIC, VERSION, 0, root, 0))
         if name is not None:
             engine.set_root(tx, f"{KIND}:{name}", header)
         return cls(engine, header)
 
     @classmethod
     def bulk_create(cls, engine, tx: Transaction, items, name: str | None = None, fill: float = 0.9) -> BTree:
-        """A new tree built from ``items`` ((key, value) pairs, unique keys) in one pass.
+        """A new tree built from ``items`` ((key, value) pairs, unique keys) in one pass, its
+        pages filled to ``fill``; see :mod:`traxfs.fs.struct.btree_build`."""
+        return cls(engine, build_tree(engine, tx, items, name, fill))
 
-        Stasis' logging opt-out for large writes: the pages are laid out in memory, written
-        straight to freshly allocated contiguous pages and forced to the device; only the
-        allocation, the header and the catalog entry go through the log. If ``tx`` aborts (or
-        never commits before a crash) those records are undone: the pages return to the free map
-        and the tree never existed. Nobody else can see the tree before ``tx`` commits, so no
-        other transaction's change can be lost with it."""
-        entries = sorted(items)
-        for (k1, _), (k2, _) in zip(entries, entries[1:], strict=False):
-            if k1 == k2:
-                raise ValueError(f"duplicate key {k1!r} in a bulk load")
-        for k, v in entries:
-            check_sizes(k, v)
-        budget = int(PAGE_CAPACITY * fill)
-
-        def group(records: list[bytes]) -> list[list[bytes]]:
-            pages, cur, used = [], [], 0
-            for r in records:
-                if cur and used + len(r) + 4 > budget:
-                    pages.append(cur)
-                    cur, used = [], 0
-                cur.append(r)
-                used += len(r) + 4
-            pages.append(cur)
-            return pages
-
-        # the shape first (pids are needed for links), then one allocation for every page;
-        # firsts[d][i] = smallest key under page i of level d (what its parent separates on)
-        levels = [group([leaf_record(k, v) for k, v in entries])]
-        firsts, at = [[]], 0
-        for page in levels[0]:
-            firsts[0].append(entries[at][0] if entries else b"")
-            at += len(page)
-        while len(levels[-1]) > 1:
-            below = firsts[-1]
-            pages = group([inner_record(0, key) for key in below])
-            up, at = [], 0
-            for page in pages:
-                up.append(below[at])
-                page[0] = inner_record(0, b"")  # record 0 of an inner node is −∞
-                at += len(page)
-            levels.append(pages)
-            firsts.append(up)
-        total = sum(len(level) for level in levels)
-        header = new_page(engine, tx, PageType.BTREE_HEADER, is_slotted=False)
-        first = engine.alloc_region(tx, total)
-        base = [first]
-        for level in levels[:-1]:
-            base.append(base[-1] + len(level))
-        lsn = engine.next_lsn()  # newer than any record of these pages' previous lives
-        pages = bytearray()
-        for depth, level in enumerate(levels):
-            child = base[depth - 1] if depth else 0
-            for i, recs in enumerate(level):
-                pid = base[depth] + i
-                buf = bytearray(PAGE_SIZE)
-                init_header(buf, pid, LEAF if depth == 0 else INNER, lsn)
-                if depth:  # point inner records at their children, in order
-                    recs = [U64.pack(child + j) + r[8:] for j, r in enumerate(recs)]
-                    child += len(recs)
-                slotted.build(buf, recs)
-                set_aux(buf, (pid + 1 if i + 1 < len(level) else 0) if depth == 0 else depth)
-                seal(buf, pid)
-                pages += buf
-        engine.write_unlogged(first, pages)
-        root = base[-1]
-        write_bytes(engine, tx, header, HEADER_SIZE, _HDR.pack(MAGIC, VERSION, 0, root, len(entries)))
-        if name is not None:
-            engine.set_root(tx, f"{KIND}:{name}", header)
-        return cls(engine, header)
 
     @classmethod
     def open(cls, engine, header_pid: int) -> BTree:
         with engine.page(header_pid) as f:
-            if f.data[3] != PageType.BTREE_HEADER or _HDR.unpack_from(f.data, HEADER_SIZE)[0] != MAGIC:
+            if f.data[3] != PageType.BTREE_HEADER or HDR.unpack_from(f.data, HEADER_SIZE)[0] != MAGIC:
                 raise ValueError(f"page {header_pid} is not a B+tree header")
         return cls(engine, header_pid)
 
@@ -296,7 +159,7 @@ class BTree:
                 pages.append(pid)
                 with pinned(self.e, pid) as f:
                     if f.data[3] == INNER:
-                        stack.extend(_inner_child(f.data, i) for i in range(nslots(f.data)))
+                        stack.extend(inner_child(f.data, i) for i in range(nslots(f.data)))
             for pid in pages:
                 self.e.free_page(tx, pid)  # at commit only: an aborted drop frees nothing
             if name is not None:
@@ -311,21 +174,21 @@ class BTree:
     # ----- header -------------------------------------------------------------------------------
     def _root(self) -> int:
         with pinned(self.e, self.header) as f:
-            return U64.unpack_from(f.data, _ROOT_OFF)[0]
+            return U64.unpack_from(f.data, ROOT_OFF)[0]
 
     def _set_root(self, tx: Transaction, pid: int) -> None:
-        write_bytes(self.e, tx, self.header, _ROOT_OFF, U64.pack(pid))
+        write_bytes(self.e, tx, self.header, ROOT_OFF, U64.pack(pid))
 
     def _root_count(self) -> tuple[int, int]:
         with pinned(self.e, self.header) as f:
-            return _RC.unpack_from(f.data, _ROOT_OFF)
+            return ROOT_COUNT.unpack_from(f.data, ROOT_OFF)
 
     def _set_count(self, tx: Transaction, old: int, new: int) -> None:
-        self.e.update(tx, self.header, opcodes.OP_WRITE, opcodes.write_payload(_COUNT_OFF, U64.pack(old), U64.pack(new)))
+        self.e.update(tx, self.header, opcodes.OP_WRITE, opcodes.write_payload(COUNT_OFF, U64.pack(old), U64.pack(new)))
 
     def __len__(self) -> int:
         with pinned(self.e, self.header) as f:
-            return U64.unpack_from(f.data, _COUNT_OFF)[0]
+            return U64.unpack_from(f.data, COUNT_OFF)[0]
 
     # ----- descent ------------------------------------------------------------------------------
     def _descend(self, key: bytes, path: list | None = None, root: int = 0) -> int:
@@ -337,8 +200,8 @@ class BTree:
                 buf = f.data
                 if buf[3] != INNER:
                     return pid
-                idx, n = _inner_search(buf, key)
-                child = _inner_child(buf, idx)
+                idx, n = inner_search(buf, key)
+                child = inner_child(buf, idx)
             if path is not None:
                 path.append((pid, idx, n))
             pid = child
@@ -349,10 +212,10 @@ class BTree:
             pid, idx, _n = path[d]
             if idx > 0:
                 with pinned(self.e, pid) as f:
-                    child = _inner_child(f.data, idx - 1)
+                    child = inner_child(f.data, idx - 1)
                 for _ in range(len(path) - 1 - d):
                     with pinned(self.e, child) as f:
-                        child = _inner_child(f.data, nslots(f.data) - 1)
+                        child = inner_child(f.data, nslots(f.data) - 1)
                 return child
         return None
 
@@ -366,11 +229,11 @@ class BTree:
                 with pinned(e, pid) as f:
                     buf = f.data
                     if buf[3] == INNER:
-                        pid = _inner_child(buf, _inner_search(buf, key)[0])
+                        pid = inner_child(buf, inner_search(buf, key)[0])
                         continue
-                    i, n = _leaf_search(buf, key)
+                    i, n = leaf_search(buf, key)
                     if i < n:
-                        k, v = _leaf_item(buf, i)
+                        k, v = leaf_item(buf, i)
                         if k == key:
                             return v
                     return default
@@ -389,13 +252,13 @@ class BTree:
             with pinned(self.e, leaf) as f:
                 i = leaf_bisect(f.data, key, True)[0]
                 if i > 0:
-                    return _leaf_item(f.data, i - 1)
+                    return leaf_item(f.data, i - 1)
             left = self._left_leaf(path)
             if left is None:
                 return None
             with pinned(self.e, left) as f:
                 n = nslots(f.data)
-                return _leaf_item(f.data, n - 1) if n else None
+                return leaf_item(f.data, n - 1) if n else None
 
     def items(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Entries with ``start <= key < stop`` in ascending key order (None: unbounded)."""
@@ -421,11 +284,11 @@ class BTree:
                     n = nslots(buf)
                     if idx is None:
                         if last is None:
-                            idx = 0 if start is None else _leaf_search(buf, start)[0]
+                            idx = 0 if start is None else leaf_search(buf, start)[0]
                         else:
                             idx = leaf_bisect(buf, last, True)[0]
                     for i in range(idx, n):
-                        k, v = _leaf_item(buf, i)
+                        k, v = leaf_item(buf, i)
                         if stop is not None and k >= stop:
                             done = True
                             break
@@ -446,28 +309,8 @@ class BTree:
     def __iter__(self) -> Iterator[bytes]:
         return self.keys()
 
-    # ----- changing -----------------------------------------------------------------------------
-    def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
-        """Insert or overwrite; return the old value (None if the key is new)."""
-        key, value = bytes(key), bytes(value)
-        check_sizes(key, value)
-        with nested_action(self.e, tx, self.latch) as act:
-            old = self._put(tx, key, value)
-            act.end(OP_UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
-        return old
-
-    insert = put
-
-    def delete(self, tx: Transaction, key: bytes) -> bytes | None:
-        """Remove ``key``; return its value (None if it was absent: nothing changes)."""
-        key = bytes(key)
-        with nested_action(self.e, tx, self.latch) as act:
-            old = self._delete(tx, key)
-            if old is not None:
-                act.end(OP_UNDO_DELETE, map_undo_delete_payload(undo_head(act, self.header), key, old))
-        return old
-
-    # The physical work (latch held, inside a nested top action or a logical undo).
+    # ----- changing: put and delete are LoggedMap's; the physical work (latch held, inside a
+    # nested top action or a logical undo) is here
     def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
         e = self.e
         path: list = []
@@ -476,10 +319,10 @@ class BTree:
         rec = leaf_record(key, value)
         with pinned(e, leaf) as f:
             buf = f.data
-            i, n = _leaf_search(buf, key)
+            i, n = leaf_search(buf, key)
             old = None
             if i < n:
-                k, v = _leaf_item(buf, i)
+                k, v = leaf_item(buf, i)
                 if k == key:
                     old = v
                     if v == value:
@@ -514,13 +357,13 @@ class BTree:
         elif pos == 0 and leftmost:
             s = 1  # ... downwards
         else:
-            s = _split_point([len(r) + 4 for r in combined])
+            s = split_point([len(r) + 4 for r in combined])
         right = combined[s:]
         if leaf:
-            sep = separator(_rec_key(combined[s - 1], True), _rec_key(combined[s], True))
+            sep = separator(rec_key(combined[s - 1], True), rec_key(combined[s], True))
             right_pid = new_page(e, tx, LEAF, aux, right)
         else:
-            sep = _rec_key(combined[s], False)
+            sep = rec_key(combined[s], False)
             right[0] = combined[s][:8]  # its key becomes the separator above: here it is −∞
             right_pid = new_page(e, tx, INNER, aux, right)
         keep = s if pos >= s else s - 1  # original records that stay left
@@ -554,10 +397,10 @@ class BTree:
         leaf = self._descend(key, path, root)
         with pinned(e, leaf) as f:
             buf = f.data
-            i, n = _leaf_search(buf, key)
+            i, n = leaf_search(buf, key)
             if i >= n:
                 return None
-            k, v = _leaf_item(buf, i)
+            k, v = leaf_item(buf, i)
             if k != key:
                 return None
             e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, leaf_record(k, v)))
@@ -586,8 +429,8 @@ class BTree:
                 continue
             right_idx = max(idx, sib_idx)
             with pinned(e, parent) as f:
-                sib = _inner_child(f.data, sib_idx)
-                sep = _inner_key(f.data, right_idx)
+                sib = inner_child(f.data, sib_idx)
+                sep = inner_key(f.data, right_idx)
             with pinned(e, sib) as f:
                 sib_used = PAGE_CAPACITY - slotted.free_space(f.data)
             if used + sib_used + (0 if leaf else len(sep)) <= MERGE_LIMIT:
@@ -643,110 +486,16 @@ class BTree:
             with pinned(e, root) as f:
                 if f.data[3] != INNER or nslots(f.data) != 1:
                     break
-                child = _inner_child(f.data, 0)
+                child = inner_child(f.data, 0)
             self._set_root(tx, child)
             free_page(e, tx, root)
             root = child
 
     # ----- verification -------------------------------------------------------------------------
     def check(self, pages: set | None = None) -> list[str]:
-        """Verify the whole tree; return problems (empty: healthy). ``pages`` collects every page
-        the tree owns. Checks: header; page types; levels (all leaves at one depth, inner aux =
-        level); per-node key order and record format; separators bound their subtrees; the
-        leaf chain visits exactly the leaves in key order; the entry count; pages allocated."""
-        probs: list[str] = []
-        own = pages if pages is not None else set()
-        name = f"btree {self.header}"
-        with self.latch:
-            with pinned(self.e, self.header) as f:
-                magic, version, _pad, root, count = _HDR.unpack_from(f.data, HEADER_SIZE)
-                htype = f.data[3]
-            own.add(self.header)
-            if htype != PageType.BTREE_HEADER or magic != MAGIC or version != VERSION:
-                return [f"{name}: header page type {htype}, magic {magic!r}, version {version}"]
-            leaves: list[int] = []
-            total = 0
-            with pinned(self.e, root) as f:
-                root_level = aux_of(f.data) if f.data[3] == INNER else 0
-            # (pid, lo, hi, level expected, is_root)
-            stack = [(root, None, None, root_level, True)]
-            while stack:
-                pid, lo, hi, level, is_root = stack.pop()
-                where = f"{name} page {pid}"
-                if pid in own:
-                    probs.append(f"{where}: reached twice")
-                    continue
-                own.add(pid)
-                if not self.e.is_allocated(pid):
-                    probs.append(f"{where}: in the tree but not allocated")
-                with pinned(self.e, pid) as f:
-                    buf = bytes(f.data)
-                ptype, n = buf[3], nslots(buf)
-                try:
-                    recs = slotted.records(buf)
-                except Exception as ex:  # a damaged directory
-                    probs.append(f"{where}: unreadable slots ({ex})")
-                    continue
-                if level == 0:
-                    if ptype != LEAF:
-                        probs.append(f"{where}: type {ptype} at leaf level")
-                        continue
-                    if n == 0 and not is_root:
-                        probs.append(f"{where}: empty leaf (only the root may be empty)")
-                    prev = None
-                    for i, r in enumerate(recs):
-                        if len(r) < 2 or U16.unpack_from(r)[0] > len(r) - 2:
-                            probs.append(f"{where} slot {i}: malformed record")
-                            continue
-                        k = _rec_key(r, True)
-                        if len(k) > MAX_KEY or len(r) - 2 > MAX_ENTRY:
-                            probs.append(f"{where} slot {i}: entry over the size limits")
-                        if prev is not None and k <= prev:
-                            probs.append(f"{where} slot {i}: key {k!r} not above {prev!r}")
-                        if lo is not None and k < lo or hi is not None and k >= hi:
-                            probs.append(f"{where} slot {i}: key {k!r} outside [{lo!r}, {hi!r})")
-                        prev = k
-                    leaves.append(pid)
-                    total += n
-                    continue
-                if ptype != INNER:
-                    probs.append(f"{where}: type {ptype} at inner level {level}")
-                    continue
-                if aux_of(buf) != level:
-                    probs.append(f"{where}: level {aux_of(buf)}, expected {level}")
-                if n < (2 if is_root else 1):
-                    probs.append(f"{where}: {n} children")
-                    continue
-                if any(len(r) < 8 for r in recs):
-                    probs.append(f"{where}: malformed inner record")
-                    continue
-                if len(recs[0]) != 8:
-                    probs.append(f"{where}: first separator is not empty")
-                seps = [_rec_key(r, False) for r in recs]
-                for i in range(1, n):
-                    s = seps[i]
-                    if i > 1 and s <= seps[i - 1]:
-                        probs.append(f"{where} slot {i}: separator {s!r} not above {seps[i - 1]!r}")
-                    if lo is not None and s <= lo or hi is not None and s >= hi:
-                        probs.append(f"{where} slot {i}: separator {s!r} outside ({lo!r}, {hi!r})")
-                children = []
-                for i in range(n):
-                    c_lo = lo if i == 0 else seps[i]
-                    c_hi = hi if i == n - 1 else seps[i + 1]
-                    children.append((U64.unpack_from(recs[i])[0], c_lo, c_hi, level - 1, False))
-                stack.extend(reversed(children))  # leftmost first: leaves come out in key order
-            # the sibling chain must visit exactly these leaves, in this order
-            chain, pid, seen = [], leaves[0] if leaves else 0, set()
-            while pid and pid not in seen and len(chain) <= len(leaves):
-                seen.add(pid)
-                chain.append(pid)
-                with pinned(self.e, pid) as f:
-                    pid = aux_of(f.data) if f.data[3] == LEAF else 0
-            if chain != leaves:
-                probs.append(f"{name}: leaf chain {chain[:8]}... differs from the in-order leaves {leaves[:8]}...")
-            if total != count:
-                probs.append(f"{name}: header counts {count} entries, leaves hold {total}")
-        return probs
+        """Verify the whole tree; problems (empty: healthy); ``pages`` collects the tree's
+        pages (see :mod:`traxfs.fs.struct.btree_check`)."""
+        return check_tree(self, pages)
 
 
 # ----- logical undo -------------------------------------------------------------------------------

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from traxfs.fs.engine import slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PageCorrupt, PageType
-from traxfs.fs.struct.btree import _HDR, LEAF, MAGIC, VERSION, _rec_key
-from traxfs.fs.struct.common import U16, U64, aux_of, pinned
+from ..engine import slotted
+from ..engine.page import HEADER_SIZE, PageCorrupt, PageType
+from .btree_node import HDR, LEAF, MAGIC, VERSION, rec_key
+from .common import U16, U64, aux_of, pinned
 
 
 @dataclass
@@ -84,7 +84,7 @@ def _node(engine, pid: int, leaf_expected: bool | None = None):
         recs = slotted.records(buf)
         if not recs or any(len(r) < 8 for r in recs):
             raise _Unreadable(f"page {pid}: malformed inner node")
-        return False, [(U64.unpack_from(r)[0], _rec_key(r, False)) for r in recs], 0
+        return False, [(U64.unpack_from(r)[0], rec_key(r, False)) for r in recs], 0
     except _Unreadable:
         raise
     except Exception as e:  # a slot directory pointing outside the page
@@ -95,7 +95,7 @@ def salvage(engine, header: int) -> Salvage:
     s = Salvage()
     try:
         buf = _read(engine, header)
-        magic, version, _pad, root, _count = _HDR.unpack_from(buf, HEADER_SIZE)
+        magic, version, _pad, root, _count = HDR.unpack_from(buf, HEADER_SIZE)
         if buf[3] != PageType.BTREE_HEADER or magic != MAGIC or version != VERSION:
             raise _Unreadable(f"page {header}: not a B+tree header (type {buf[3]}, magic {magic!r})")
     except _Unreadable as e:

@@ -44,11 +44,11 @@ import threading
 import weakref
 from collections.abc import Iterable
 
-from traxfs.fs.engine import nowait, opcodes, slotted
-from traxfs.fs.engine.buffer import PinnedPage
-from traxfs.fs.engine.opcodes import Operation
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
-from traxfs.fs.engine.xact import Transaction, TxState
+from ..engine import nowait, opcodes, slotted
+from ..engine.buffer import PinnedPage
+from ..engine.opcodes import Operation
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
+from ..engine.xact import Transaction, TxState
 
 U16 = struct.Struct("<H")
 U64 = struct.Struct("<Q")

@@ -33,21 +33,18 @@ from collections.abc import Iterator
 
 import crc32c
 
-from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import opcodes, slotted
-from traxfs.fs.engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.arraylist import ArrayList
-from traxfs.fs.struct.common import (
+from ..engine import check as engine_check
+from ..engine import opcodes, slotted
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.xact import Transaction
+from .arraylist import ArrayList
+from .common import (
     DIR_START,
     PAGE_CAPACITY,
     U16,
     U64,
     aux_of,
     claim_checked_page,
-    map_undo_delete_payload,
-    map_undo_put_payload,
-    nested_action,
     new_page,
     nslots,
     pinned,
@@ -55,9 +52,9 @@ from traxfs.fs.struct.common import (
     register_map_undos,
     set_page_aux,
     structure_latch,
-    undo_head,
     write_bytes,
 )
+from .keymap import LoggedMap
 
 KIND = "hash"
 MAGIC = b"TXLH"
@@ -125,7 +122,13 @@ def _check_sizes(key: bytes, value: bytes) -> None:
         raise ValueError(f"hash key + value of {len(key) + len(value)} bytes exceeds the limit of {MAX_ENTRY}")
 
 
-class LinearHash:
+class LinearHash(LoggedMap):
+    """One linear hash table, identified by its header page; objects on the same header share
+    one latch."""
+
+    UNDO_PUT, UNDO_DELETE = OP_UNDO_PUT, OP_UNDO_DELETE
+    check_sizes = staticmethod(_check_sizes)
+
     def __init__(self, engine, header_pid: int):
         self.e = engine
         self.header = header_pid
@@ -284,27 +287,8 @@ class LinearHash:
 
     __iter__ = keys
 
-    # ----- changing -----------------------------------------------------------------------------
-    def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
-        """Insert or overwrite; return the old value (None if the key is new)."""
-        key, value = bytes(key), bytes(value)
-        _check_sizes(key, value)
-        with nested_action(self.e, tx, self.latch) as act:
-            old = self._put(tx, key, value)
-            act.end(OP_UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
-        return old
-
-    insert = put
-
-    def delete(self, tx: Transaction, key: bytes) -> bytes | None:
-        """Remove ``key``; return its value (None if absent)."""
-        key = bytes(key)
-        with nested_action(self.e, tx, self.latch) as act:
-            old = self._delete(tx, key)
-            if old is not None:
-                act.end(OP_UNDO_DELETE, map_undo_delete_payload(undo_head(act, self.header), key, old))
-        return old
-
+    # ----- changing: put and delete are LoggedMap's; the physical work (latch held, inside a
+    # nested top action or a logical undo) is here
     def _header(self) -> tuple[int, int, int, int]:
         """(count, bytes, level, split)."""
         with pinned(self.e, self.header) as f:

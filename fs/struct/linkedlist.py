@@ -27,12 +27,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from traxfs.fs.engine import check as engine_check
-from traxfs.fs.engine import opcodes, slotted
-from traxfs.fs.engine.opcodes import Operation
-from traxfs.fs.engine.page import HEADER_SIZE, PageType
-from traxfs.fs.engine.xact import Transaction
-from traxfs.fs.struct.common import (
+from ..engine import check as engine_check
+from ..engine import opcodes, slotted
+from ..engine.opcodes import Operation
+from ..engine.page import HEADER_SIZE, PageType
+from ..engine.xact import Transaction
+from .common import (
     OP_SLOTS_CUT,
     U64,
     UNDO_HEAD,

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from traxfs.volume.disk.geometry import SECTOR, DiskGeometry, DiskSpec
-from traxfs.volume.disk.mechanics import Breakdown
-from traxfs.volume.disk.scheduler import HeadPredictor
-from traxfs.volume.disk.simulator import SimulatedDisk
-from traxfs.volume.layout.mapping import LegMap
-from traxfs.volume.layout.quadrangle import QuadLegMap
-from traxfs.volume.model import Area, Quadrangle, Segment
+from ...volume.disk.geometry import SECTOR, DiskGeometry, DiskSpec
+from ...volume.disk.mechanics import Breakdown
+from ...volume.disk.scheduler import HeadPredictor
+from ...volume.disk.simulator import SimulatedDisk
+from ...volume.layout.mapping import LegMap
+from ...volume.layout.quadrangle import QuadLegMap
+from ...volume.model import Area, Quadrangle, Segment
 
 Piece = tuple[int, int, int]  # (disk index, DLBN, sectors)
 

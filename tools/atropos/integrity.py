@@ -19,16 +19,16 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from traxfs.tools.atropos import lineitem
-from traxfs.tools.atropos.pagestores import MINIPAGE, PAX, PER_PAGE
-from traxfs.tools.atropos.report import Check
-from traxfs.tools.atropos.single_disk import Result
-from traxfs.volume.disk.geometry import SECTOR, DiskSpec
-from traxfs.volume.disk.profiles import scaled
-from traxfs.volume.group import VolumeGroup
-from traxfs.volume.logical import OpenLogicalVolume, Request
-from traxfs.volume.registry import Registry
-from traxfs.volume.scan import pv_create
+from ...volume.disk.geometry import SECTOR, DiskSpec
+from ...volume.disk.profiles import scaled
+from ...volume.group import VolumeGroup
+from ...volume.logical import OpenLogicalVolume, Request
+from ...volume.registry import Registry
+from ...volume.scan import pv_create
+from . import lineitem
+from .pagestores import MINIPAGE, PAX, PER_PAGE
+from .report import Check
+from .single_disk import Result
 
 MiB = 1 << 20
 WIDTH = lineitem.WIDTH

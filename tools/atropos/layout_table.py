@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from traxfs.tools.atropos.report import Check, near, shown
-from traxfs.tools.atropos.single_disk import Result
-from traxfs.volume.disk.geometry import Zone
-from traxfs.volume.disk.profiles import PROFILES, atlas10k3
-from traxfs.volume.layout.params import dimensions, max_depth
+from ...volume.disk.geometry import Zone
+from ...volume.disk.profiles import PROFILES, atlas10k3
+from ...volume.layout.params import dimensions, max_depth
+from .report import Check, near, shown
+from .single_disk import Result
 
 
 def row(disk: str, zone: int, z: Zone) -> dict:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from traxfs.tools.atropos.lineitem import ATTRIBUTES, RECORD, WIDTH
+from .lineitem import ATTRIBUTES, RECORD, WIDTH
 
 PAGE = 8192
 PAGE_SECTORS = PAGE // 512

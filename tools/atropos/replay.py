@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import heapq
 
-from traxfs.tools.atropos import traces
-from traxfs.tools.atropos.array import DiskArray, pieces, quadrangle_map, striped_map
-from traxfs.tools.atropos.report import Check, between, shown
-from traxfs.tools.atropos.single_disk import Result
-from traxfs.volume.disk.geometry import DiskSpec
-from traxfs.volume.layout.mapping import LegMap
-from traxfs.volume.layout.quadrangle import QuadLegMap
-from traxfs.volume.model import Quadrangle
+from ...volume.disk.geometry import DiskSpec
+from ...volume.layout.mapping import LegMap
+from ...volume.layout.quadrangle import QuadLegMap
+from ...volume.model import Quadrangle
+from . import traces
+from .array import DiskArray, pieces, quadrangle_map, striped_map
+from .report import Check, between, shown
+from .single_disk import Result
 
 CONFIGS = (("64K-RAID", 128), ("Approximate-RAID", 512), ("Atropos-RAID", None))  # stripe unit, sectors;
 # None: the exact track of the zone (686 sectors = 343 KB on the Atlas 10K III)

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import random
 
-from traxfs.tools.atropos.array import DiskArray, pieces, quadrangle_map
-from traxfs.tools.atropos.lineitem import ATTRIBUTES, QUERY_ATTRIBUTES, ROWS_PER_SF
-from traxfs.tools.atropos.pagestores import DSM, NSM, PAX, Extent
-from traxfs.tools.atropos.report import Check, between, near, shown
-from traxfs.tools.atropos.single_disk import Result
-from traxfs.volume.disk.geometry import DiskSpec
-from traxfs.volume.layout.mapping import LegMap
-from traxfs.volume.layout.quadrangle import QuadLegMap
-from traxfs.volume.model import Quadrangle
+from ...volume.disk.geometry import DiskSpec
+from ...volume.layout.mapping import LegMap
+from ...volume.layout.quadrangle import QuadLegMap
+from ...volume.model import Quadrangle
+from .array import DiskArray, pieces, quadrangle_map
+from .lineitem import ATTRIBUTES, QUERY_ATTRIBUTES, ROWS_PER_SF
+from .pagestores import DSM, NSM, PAX, Extent
+from .report import Check, between, near, shown
+from .single_disk import Result
 
 PAPER_FETCHES = 1000
 # Held ratios: the paper's own two measurements of this access (Figure 8: 1.16 and 1.38;

@@ -25,14 +25,14 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from traxfs.tools.atropos.array import DiskArray, pieces, quadrangle_map
-from traxfs.tools.atropos.report import Check, between, near, shown
-from traxfs.volume.disk import analytic
-from traxfs.volume.disk.geometry import DiskSpec
-from traxfs.volume.disk.mechanics import Breakdown
-from traxfs.volume.layout.params import max_block, max_depth
-from traxfs.volume.layout.quadrangle import QuadLegMap
-from traxfs.volume.model import Quadrangle
+from ...volume.disk import analytic
+from ...volume.disk.geometry import DiskSpec
+from ...volume.disk.mechanics import Breakdown
+from ...volume.layout.params import max_block, max_depth
+from ...volume.layout.quadrangle import QuadLegMap
+from ...volume.model import Quadrangle
+from .array import DiskArray, pieces, quadrangle_map
+from .report import Check, between, near, shown
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from traxfs.volume.disk.geometry import DiskSpec
+from .geometry import DiskSpec
 
 EPS = 1e-4  # sectors; as in mechanics.py, a landing this close to a boundary is on it
 

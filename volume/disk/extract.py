@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from traxfs.volume.disk.extract_mech import MeasuredMechanics, measure_mechanics
-from traxfs.volume.disk.extract_zone import ExtractionError, local_n, solve_zone, zone_end
-from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec, Zone
-from traxfs.volume.disk.probe import Prober, Probes
+from .extract_mech import MeasuredMechanics, measure_mechanics
+from .extract_zone import ExtractionError, local_n, solve_zone, zone_end
+from .geometry import DiskGeometry, DiskSpec, Zone
+from .probe import Prober, Probes
 
 __all__ = ["Extraction", "ExtractionError", "extract"]
 

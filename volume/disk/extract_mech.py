@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from traxfs.volume.disk.extract_zone import ExtractionError
-from traxfs.volume.disk.geometry import DiskGeometry
-from traxfs.volume.disk.probe import Probes
+from .extract_zone import ExtractionError
+from .geometry import DiskGeometry
+from .probe import Probes
 
 BISECTIONS = 32
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 
-from traxfs.volume.disk.probe import Probes
+from .probe import Probes
 
 STEP_TOL = 1e-3  # sectors
 CANDIDATES = 4  # numbers of surfaces tried for a zone whose surfaces are not yet known

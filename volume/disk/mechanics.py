@@ -29,7 +29,7 @@ import math
 from array import array
 from dataclasses import dataclass
 
-from traxfs.volume.disk.geometry import DiskGeometry, DiskSpec
+from .geometry import DiskGeometry, DiskSpec
 
 EPS = 1e-4  # sectors: landing closer than this to a slot boundary counts as on the boundary
 
@@ -154,7 +154,7 @@ class SeekCurve:
 def _kernel(geometry: DiskGeometry, seek: list[float]) -> object | None:
     """The compiled service loop (``traxfs.ext.diskmodel``) for ``geometry``, if it is built."""
     try:
-        from traxfs.ext.diskmodel import ServiceKernel
+        from ...ext.diskmodel import ServiceKernel
     except ImportError:
         return None
     spec = geometry.spec

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
-from traxfs.volume.disk.geometry import SECTOR
+from .geometry import SECTOR
 
 GRID_TOL = 5e-4  # sectors: how far a completion angle may sit from a sector boundary
 

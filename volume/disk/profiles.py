@@ -18,7 +18,7 @@ import math
 import random
 from dataclasses import replace
 
-from traxfs.volume.disk.geometry import DiskSpec, Zone
+from .geometry import DiskSpec, Zone
 
 
 def _zones(rpm: int, head_switch_ms: float, cyl_switch_ms: float, table: list[tuple[int, int]]) -> tuple[Zone, ...]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traxfs.volume.disk.geometry import DiskSpec
-from traxfs.volume.disk.mechanics import mechanics_of
+from .geometry import DiskSpec
+from .mechanics import mechanics_of
 
 
 class HeadPredictor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from traxfs.volume.model import Segment
+from ..model import Segment
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import math
 
-from traxfs.volume.disk.geometry import SECTOR, DiskGeometry
-from traxfs.volume.errors import NoSpaceError, UsageError
-from traxfs.volume.layout.params import dimensions
-from traxfs.volume.layout.quadrangle import QuadLegMap, geometries
-from traxfs.volume.model import (
+from ..disk.geometry import SECTOR, DiskGeometry
+from ..errors import NoSpaceError, UsageError
+from ..model import (
     LAYOUTS,
     Area,
     LogicalVolume,
@@ -23,6 +21,8 @@ from traxfs.volume.model import (
     Segment,
     VolumeGroupMeta,
 )
+from .params import dimensions
+from .quadrangle import QuadLegMap, geometries
 
 # Default VLBN of a quadrangle volume: 8 sectors = 4 KiB, the page engine's page (fs/engine/page.py),
 # so a page is one block, one contiguous device I/O that never straddles tracks or disks, and the

@@ -31,9 +31,9 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
-from traxfs.volume.disk.geometry import SECTOR, DiskGeometry
-from traxfs.volume.layout.mapping import Piece, Run
-from traxfs.volume.model import Quadrangle, Segment, VolumeGroupMeta
+from ..disk.geometry import SECTOR, DiskGeometry
+from ..model import Quadrangle, Segment, VolumeGroupMeta
+from .mapping import Piece, Run
 
 
 def geometries(vg: VolumeGroupMeta, pvs: set[str] | list[str]) -> dict[str, DiskGeometry]:

@@ -1,0 +1,205 @@
+"""File contents through the filesystem: read, write, truncate, ``SEEK_DATA``/``SEEK_HOLE``,
+fsync, and the open files of the tree.
+
+A file's data takes its inode's reader/writer lock (``fs/inode_locks.py``): reads of one file
+run in parallel; a write or truncate excludes its readers and other writers. The metadata lock is
+held only for the B+tree work; the bytes move outside it (``DataMap``, ordered mode: the data
+reaches the device before the records that make it reachable are logged).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from .datamap import WritePlan
+from .engine.page import PAGE_SIZE
+from .errors import FsError
+from .inode_locks import InodeLocks
+from .inodes import Inodes
+from .lifetime import Lifetime
+from .limits import MAX_FILE_SIZE, now_ns
+from .subtrees.protocol import OpenFile
+
+
+class FileData:
+    def __init__(self, inodes: Inodes, ilocks: InodeLocks) -> None:
+        self.inodes = inodes
+        self.e = inodes.e
+        self.data = inodes.data
+        self._ilocks = ilocks
+
+    def read(self, ino: int, off: int, size: int) -> bytes:
+        with self._ilocks.shared(ino):
+            with self.inodes.lock:
+                node = self.inodes.get(ino)
+                if node.is_dir:
+                    raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+                size = max(0, min(size, node.size - off))
+            if size == 0:
+                return b""
+            return self.data.read(ino, off, size)
+
+    def write(self, ino: int, off: int, data: bytes) -> int:
+        """Write ``data`` at ``off``; returns the byte count. The bytes reach the volume before
+        the records that make them reachable are logged (ordered mode)."""
+        if not data:
+            return 0
+        if off < 0 or off + len(data) > MAX_FILE_SIZE:
+            raise FsError(errno.EFBIG, f"write past the largest file size ({MAX_FILE_SIZE})")
+        inodes = self.inodes
+        with self._ilocks.exclusive(ino):
+            with inodes.lock:
+                node = inodes.copy(ino)
+                if not node.is_reg:
+                    raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
+                ftx, new = None, []
+                if self.data.has_holes(ino, off, len(data)):
+                    ftx = inodes.begin()
+                    try:
+                        new = self.data.allocate(ftx.tx, ino, off, len(data), node.size)
+                    except BaseException as ex:
+                        inodes.abort(ftx, ex)
+                        raise
+            try:
+                plan = self.data.plan(ino, off, data, new, node.size)
+                self._write_plan(plan)
+            except BaseException as ex:
+                if ftx is not None:
+                    with inodes.lock:
+                        inodes.abort(ftx, ex)
+                raise
+            with inodes.lock:
+                node = inodes.copy(ino)
+                node.size = max(node.size, off + len(data))
+                node.mtime_ns = node.ctime_ns = now_ns()
+                if ftx is None:  # into allocated space: the new size, times and sums wait in memory
+                    self.data.sums.defer(ino, plan.sums)
+                    inodes.keep_dirty(node)
+                    return len(data)
+                try:
+                    self.data.publish(ftx, ino, new)
+                    self.data.sums.record(ftx, plan.sums)
+                    inodes.put(ftx, node)
+                except BaseException as ex:
+                    inodes.abort(ftx, ex)
+                    raise
+                inodes.commit(ftx)
+        return len(data)
+
+    def _write_plan(self, plan: WritePlan) -> None:
+        """Write planned data (``DataMap.plan``). Overwrites of checksummed bytes first log
+        their intents and wait until those are durable — one log force, shared with concurrent
+        committers, and no device flush (intents describe no data): a crash then finds a sum
+        for the old bytes and one for the new. The caller then logs the plan's sums (with the
+        transaction that publishes the write, or deferred to the inode's next record)."""
+        intents = plan.intents
+        if intents:
+            if self.data.sums.any_deferred(intents):
+                # an intent keeps the page's current sum as the alternative, so the bytes that sum
+                # describes must be on disk first (a page rewritten again before its last write
+                # was flushed); otherwise a crash could leave older bytes that match neither
+                self.data.flush_data()
+            with self.inodes.lock:
+                with self.inodes.transaction() as ftx:
+                    ftx.data_independent = True
+                    self.data.sums.record(ftx, intents)
+            self.e.make_durable(ftx.durability.lsn)
+        self.data.write_plan(plan)
+
+    def truncate(self, ino: int, size: int) -> None:
+        if size < 0 or size > MAX_FILE_SIZE:
+            raise FsError(errno.EFBIG if size > 0 else errno.EINVAL, f"size {size}")
+        inodes = self.inodes
+        with self._ilocks.exclusive(ino):
+            with inodes.lock:
+                node = inodes.copy(ino)
+                if node.is_dir:
+                    raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+                if not node.is_reg:
+                    raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
+            if size > node.size:  # what the new size exposes is zeroed first (inode lock held)
+                plan = self.data.plan_zero(ino, node.size, size)
+                self._write_plan(plan)
+            with inodes.lock:
+                grow = size > node.size
+                node = inodes.copy(ino)
+                with inodes.transaction() as ftx:
+                    if grow:
+                        self.data.sums.record(ftx, plan.sums)
+                    if size < node.size:
+                        self.data.truncate(ftx, ino, size)
+                    node.size = size
+                    node.mtime_ns = node.ctime_ns = now_ns()
+                    inodes.put(ftx, node)
+
+    def seek(self, ino: int, off: int, whence: int) -> int:
+        """``lseek(2)``'s ``SEEK_DATA`` / ``SEEK_HOLE`` from the extent map: a mapped page is
+        data (also the zeros a write into a hole fills its window with, as ext4 counts written
+        extents), an unmapped page is a hole, and so is everything from the size on (pages
+        preallocated past it are not data). An offset at or past the size is ENXIO."""
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise FsError(errno.EINVAL, f"lseek whence {whence}: only SEEK_DATA and SEEK_HOLE come here")
+        with self._ilocks.shared(ino):
+            with self.inodes.lock:
+                node = self.inodes.get(ino)
+                if not node.is_reg:
+                    raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
+                size = node.size
+            if off < 0 or off >= size:
+                raise FsError(errno.ENXIO, f"offset {off} is outside the file (size {size})")
+            first, stop = off // PAGE_SIZE, -(-size // PAGE_SIZE)
+            if whence == os.SEEK_DATA:
+                page = self.data.first_data(ino, first, stop)
+                if page is None:
+                    raise FsError(errno.ENXIO, f"no data from offset {off} to the end (size {size})")
+                return max(off, page * PAGE_SIZE)
+            return min(max(off, self.data.first_hole(ino, first, stop) * PAGE_SIZE), size)
+
+    def fsync(self) -> None:
+        """Make everything written so far durable: the data first, then the log up to now.
+        (The log is one sequence: forcing it for one file forces every earlier change too.)"""
+        self.inodes.stats["fsyncs"] += 1
+        self.inodes.flush()
+        self.data.flush_data()
+        self.e.make_durable()
+
+
+class FileHandle(OpenFile):
+    """An open file of the tree. The kernel keeps its cached pages across opens (``keep_cache``):
+    every change to a file comes through this mount, so they are always current."""
+
+    keep_cache = True
+
+    def __init__(self, files: FileData, lifetime: Lifetime, ino: int) -> None:
+        self.files, self.lifetime, self.ino = files, lifetime, ino
+        lifetime.open_handle(ino)
+
+    def read(self, off: int, size: int) -> bytes:
+        return self.files.read(self.ino, off, size)
+
+    def write(self, off: int, data: bytes) -> int:
+        return self.files.write(self.ino, off, data)
+
+    def seek(self, off: int, whence: int) -> int:
+        return self.files.seek(self.ino, off, whence)
+
+    def flush_pending(self) -> bool:
+        return self.ino in self.files.data.preallocated
+
+    def flush(self) -> None:
+        """close(2) of a descriptor. If this is the file's only open handle, the preallocation
+        goes now: the kernel waits for flush, but not for release, so a stat right after close
+        already sees the file's true size on disk."""
+        if self.lifetime.only_handle(self.ino):
+            self.lifetime.give_back(self.ino)
+
+    def fsync(self, datasync: bool) -> None:
+        self.files.fsync()
+
+    def release(self) -> None:
+        """The kernel dropped the handle; the last one gives the preallocation back."""
+        if self.lifetime.close_handle(self.ino):
+            self.lifetime.give_back(self.ino)
+        if self.lifetime.unref(self.ino):
+            self.lifetime.collect(self.ino)
