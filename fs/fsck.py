@@ -19,6 +19,9 @@
    (``traxfs.fs.engine.check``), with file data pages exempt from page checks;
 6. data checksums: every copy of every written data page matches its checksum
    (``traxfs.fs.scrub``); no checksum is kept for a page no extent owns.
+7. queues, when the filesystem holds a queue store (``traxfs.fs.queues.check``): block chain,
+   sequence continuity, every block verified, the indexes, views and segments; their blocks'
+   pages count as owned in the passes above.
 
 Repairs (``repair=True``), each one transaction: damaged maps and trees rebuilt; wrong link
 counts set from the entries; entries naming missing inodes removed; cookies without entries
@@ -57,6 +60,8 @@ from .fsck_damage import (
 )
 from .keys import EXTENT, U64, Inode, cookie_key, dirent_key
 from .limits import ROOT_INO
+from .queues.check import QueueCheck, check_queues, owned_pages
+from .queues.store import QueueStore, has_queues
 from .scrub import scrub, stale_sums
 
 EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL = 0, 1, 4, 8
@@ -127,8 +132,13 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
                     rep, failed)
             trees = read_trees(fs)
     rep.problems += [i.text + failed.get(i.text, "") for i in damage if not repair or i.text in failed]
+    queues = _queues(fs, repair, maps_damaged=bool(maps))
+    rep.problems += [f"queues: {p}" for p in queues.problems]
+    rep.repaired += [f"queues: {p}" for p in queues.repaired]
+    rep.notes += queues.notes
     for attempt in range(ROUNDS + 1):
         found = _scan(fs, trees, {m for m, _, _ in maps})
+        found["data_pages"] |= queues.pages  # queue blocks: raw pages the queue store owns
         issues = _find(fs, found)
         todo = [i for i in issues if i.fix is not None and i.text not in failed]
         if not repair or not todo or attempt == ROUNDS:
@@ -150,9 +160,24 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
     else:
         unverified = _data_sums(fs, rep, repair)
     rep.counts = {"inodes": len(found["inodes"]), "entries": found["entries"],
-                  "data_pages": len(found["data_pages"]), "orphans": len(found["orphans"]),
-                  "unverified_data_pages": unverified}
+                  "data_pages": len(found["data_pages"] - queues.pages), "orphans": len(found["orphans"]),
+                  "unverified_data_pages": unverified, **{f"queue_{k}": v for k, v in queues.counts.items()}}
     return rep
+
+
+def _queues(fs: FileSystem, repair: bool, maps_damaged: bool) -> QueueCheck:
+    """The queue store's pass, when the filesystem has one (``traxfs.fs.queues.check``). With
+    a damaged allocation map it only names the pages the store owns (opening the store reads
+    the maps), so no later pass takes them for leaked."""
+    if not has_queues(fs.e):
+        return QueueCheck()
+    if maps_damaged:
+        return QueueCheck(pages=owned_pages(fs.e), notes=["queue pass skipped: an allocation map is damaged"])
+    store = QueueStore(fs.e, background=False)
+    try:
+        return check_queues(store, repair=repair)
+    finally:
+        store.close()
 
 
 def _data_sums(fs: FileSystem, rep: FsckReport, repair: bool) -> int:

@@ -31,6 +31,7 @@ from .errors import FsError
 from .filesystem import FileSystem
 from .inodes import INO_BATCH
 from .keys import EXTENT, U64, Inode
+from .queues.check import owned_pages as queue_pages
 from .struct.btree import BTree
 from .struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
 from .trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
@@ -60,9 +61,7 @@ def adopt_lost_leaves(fs: FileSystem, trees: dict[str, Salvage]) -> None:
     needy = [name for name, s in trees.items() if s.lost and s.lost[0][0] is None]
     if not needy:
         return
-    owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries)
-    for s in trees.values():
-        owned |= s.pages | {pid for pid, _ in s.damaged}
+    owned = _owned(fs, trees, damaged=True)
     allocated, _ = allocated_pages(fs.e)
     chains = leaf_chains(fs.e, _leaf_pages(fs, [pid for pid in allocated if pid not in owned]))
     fits: dict[str, list[Chain]] = {}
@@ -155,10 +154,18 @@ def unowned_pages(fs: FileSystem, trees: dict[str, Salvage]) -> list[int]:
     """Allocated pages that no tree, no extent and not the engine owns (after a tree was
     rebuilt: the pages of its subtrees that could not be reached)."""
     allocated, _ = allocated_pages(fs.e)
-    owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries)
-    for s in trees.values():
-        owned |= s.pages
+    owned = _owned(fs, trees, damaged=False)
     return [pid for pid in allocated if pid not in owned]
+
+
+def _owned(fs: FileSystem, trees: dict[str, Salvage], damaged: bool) -> set[int]:
+    """Pages something owns: the engine, a tree (its readable pages, and with ``damaged`` its
+    damaged ones), an extent, or the queue store (its trees and blocks, read as far as they
+    can be: ``traxfs.fs.queues.check.owned_pages``)."""
+    owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries) | queue_pages(fs.e)
+    for s in trees.values():
+        owned |= s.pages | ({pid for pid, _ in s.damaged} if damaged else set())
+    return owned
 
 
 # ----- descriptions ------------------------------------------------------------------------------
@@ -231,12 +238,10 @@ def _create_by_puts(engine, tx, items, name: str) -> BTree:
 def _rebuild_maps(fs: FileSystem, maps: list[tuple[int, int, str]], trees: dict[str, Salvage]):
     """Repair: each damaged map page written anew with the bits of what is owned in its range:
     the engine's pages, every tree's readable and damaged pages (a damaged tree still holds its
-    pages until it is rebuilt, which frees them), and every extent's data pages."""
+    pages until it is rebuilt, which frees them), every extent's data pages, the queue store's."""
 
     def run() -> str:
-        used = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries)
-        for s in trees.values():
-            used |= s.pages | {pid for pid, _ in s.damaged}
+        used = _owned(fs, trees, damaged=True)
         with fs.repair.transaction() as ftx:
             tx = ftx.tx
             for m, pid, _ in maps:

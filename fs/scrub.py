@@ -4,9 +4,10 @@ rewrite a damaged copy from a good one (``trax scrub``; fsck's data pass uses th
 Reads go to every copy the device holds (``engine.raw.copies``: each in-sync leg of a mirror),
 not through the buffer or the read path, because a read takes one copy and a damaged leg would
 hide behind a good one. An engine page passes if it verifies as a page; a file data page if it
-matches its checksum (``fs/datasums.py``) over the bytes the file's size covers. Pages that no
-extent owns are the engine's; preallocated data pages never written have no checksum and are
-counted, not read.
+matches its checksum (``fs/datasums.py``) over the bytes the file's size covers; a queue block
+(``fs/queues``) if its header and every frame up to what its index vouches for pass. Other pages
+that no extent owns are the engine's; preallocated data pages never written have no checksum and
+are counted, not read.
 
 Run it on a quiescent filesystem (unmounted: ``trax scrub`` opens it, which also runs recovery
 and settles the checksums of interrupted overwrites).
@@ -22,6 +23,7 @@ from .datasums import GROUP
 from .engine.check import page_runs
 from .engine.page import PAGE_SIZE, PageCorrupt, verify
 from .keys import EXTENT, U64, Inode
+from .queues.check import block_ok, queue_blocks
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_DAMAGED, EXIT_OPERATIONAL = 0, 1, 4, 8
 
@@ -32,6 +34,7 @@ class ScrubReport:
     data_pages: int = 0
     unwritten_pages: int = 0  # data pages never written (preallocated): no checksum, not read
     unverified_pages: int = 0  # data inside a file's size without a checksum (format 1 data)
+    queue_blocks: int = 0  # blocks of the queue store (each verified whole: header and frames)
     copies: int = 1
     damaged: list[str] = field(default_factory=list)  # damage found and left (check only)
     repaired: list[str] = field(default_factory=list)
@@ -46,6 +49,7 @@ class ScrubReport:
     def as_dict(self) -> dict:
         return {"engine_pages": self.engine_pages, "data_pages": self.data_pages,
                 "unwritten_pages": self.unwritten_pages, "unverified_pages": self.unverified_pages,
+                "queue_blocks": self.queue_blocks,
                 "copies": self.copies, "damaged": self.damaged, "repaired": self.repaired,
                 "unrepairable": self.unrepairable, "exit_code": self.exit_code}
 
@@ -117,7 +121,9 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
     name = _path_names(fs)
     rep = ScrubReport()
     # the maps read through the buffer, which serves a map page from a good copy if one is damaged
-    pages = sorted(owners.pages()) if data_only else fs.e.pages_in_use()
+    blocks = queue_blocks(fs.e)  # queue blocks: verified whole, by their own checksums, below
+    queue = {p for _, _, e in blocks for p in range(e.page, e.page + e.pages)}
+    pages = sorted(owners.pages()) if data_only else [p for p in fs.e.pages_in_use() if p not in queue]
     done = 0
     for first, count in page_runs(pages):
         copies = raw.copies(first * PAGE_SIZE, count * PAGE_SIZE)
@@ -143,25 +149,37 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
                 ok = _engine_ok(page)
                 what = f"engine page {page}"
             views = [(leg, memoryview(d)[k * PAGE_SIZE : (k + 1) * PAGE_SIZE]) for leg, d in copies]
-            bad = [leg for leg, v in views if not ok(v)]
-            if not bad:
-                continue
-            good = next((bytes(v) for _, v in views if ok(v)), None)
-            legs = ", ".join(map(str, bad))
-            if good is None:
-                rep.unrepairable.append(f"{what}: no good copy")
-            elif repair:
-                for leg in bad:
-                    raw.repair_copy(leg, page * PAGE_SIZE, good)
-                rep.repaired.append(f"{what}: leg {legs} rewritten from a good copy")
-            else:
-                rep.damaged.append(f"{what}: leg {legs} damaged (a good copy exists)")
+            _judge(rep, raw, what, page * PAGE_SIZE, views, ok, repair)
         done += count
         if progress is not None:
             progress(done, len(pages))
+    for qid, first, e in [] if data_only else blocks:  # (fsck's queue pass reads them for its data pass)
+        rep.queue_blocks += 1
+        if e.used:
+            what = f"queue id {qid}: block {e.ordinal} (sequence {first}.., device page {e.page})"
+            _judge(rep, raw, what, e.page * PAGE_SIZE, raw.copies(e.page * PAGE_SIZE, e.used),
+                   block_ok(qid, first, e), repair)
     if rep.repaired:
         raw.flush()
     return rep
+
+
+def _judge(rep: ScrubReport, raw, what: str, pos: int, views, ok: Callable[[bytes], bool], repair: bool) -> None:
+    """Every copy ``views`` ((leg, bytes) at ``pos``) checked by ``ok``; a damaged leg rewritten
+    from a good copy (``repair``) or reported."""
+    bad = [leg for leg, v in views if not ok(v)]
+    if not bad:
+        return
+    good = next((bytes(v) for _, v in views if ok(v)), None)
+    legs = ", ".join(map(str, bad))
+    if good is None:
+        rep.unrepairable.append(f"{what}: no good copy")
+    elif repair:
+        for leg in bad:
+            raw.repair_copy(leg, pos, good)
+        rep.repaired.append(f"{what}: leg {legs} rewritten from a good copy")
+    else:
+        rep.damaged.append(f"{what}: leg {legs} damaged (a good copy exists)")
 
 
 def stale_sums(fs) -> list[int]:

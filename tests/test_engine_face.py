@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,58 @@ def test_barriers_may_be_added_while_the_log_flushes(eng):
         stop.set()
         t.join()
     assert kv.get(199 % 50) == 199
+
+
+class _HeldWrites(ImageFileDevice):
+    """An image file whose writes touching ``[lo, hi)`` wait for ``go`` (a slow disk under one
+    write-back), so a test can act while that write is in flight."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.lo = self.hi = 0
+        self.entered, self.go = threading.Event(), threading.Event()
+        self.done_at: float | None = None
+
+    def write(self, offset: int, data) -> None:
+        held = offset < self.hi and offset + len(data) > self.lo
+        if held:
+            self.entered.set()
+            self.go.wait(10)
+        super().write(offset, data)
+        if held:
+            self.done_at = time.monotonic()
+
+
+def test_claiming_a_freed_page_waits_for_its_write_back_in_flight(tmp_path):
+    """A structure page freed while dirty is written back by a checkpoint that pins it; the page
+    is reusable at once, and a new owner claiming it for raw bytes must wait for that write
+    (raising, as it did, failed the owner's append; not waiting would let the page's old image
+    land over the raw bytes)."""
+    path = str(tmp_path / "e.img")
+    new_engine(path).close()
+    dev = _HeldWrites(path)
+    eng = Engine.open(dev)
+    kv = KV(eng, 10)
+    pid = kv._where(0)[0]
+    tx = eng.begin()
+    kv.put(tx, 0, 42)  # the page is dirty ...
+    eng.free_page(tx, pid)  # ... and freed
+    eng.commit(tx)
+    dev.lo = eng.sb.pages_offset + pid * PAGE_SIZE
+    dev.hi = dev.lo + PAGE_SIZE
+    writer = threading.Thread(target=eng.write_back)
+    writer.start()
+    assert dev.entered.wait(10)  # the checkpoint holds the page pinned, its write in flight
+    tx = eng.begin()
+    assert eng.alloc_at(tx, pid, 1)
+    threading.Timer(0.2, dev.go.set).start()
+    eng.raw.claim(pid, 1)
+    claimed_at = time.monotonic()
+    assert dev.done_at is not None and dev.done_at <= claimed_at
+    data = b"raw bytes".ljust(PAGE_SIZE, b".")
+    eng.raw.write(pid * PAGE_SIZE, data)
+    eng.commit(tx)
+    writer.join(10)
+    eng.write_back()
+    assert eng.raw.read(pid * PAGE_SIZE, PAGE_SIZE) == data
+    eng.close()

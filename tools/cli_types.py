@@ -60,6 +60,50 @@ def count(lo: int) -> Callable[[str], int]:
     return _within(int, lo, math.inf, "number", f"give a whole number of at least {lo}")
 
 
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_COUNT = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+NO_LIMIT = ("none", "null")
+
+
+def _number_with_unit(text: str, units: dict[str, int]) -> float:
+    """``text`` as a number with an optional unit suffix (case-insensitive) from ``units``."""
+    t = text.strip().lower()
+    unit = t[-1:] if t[-1:].isalpha() else ""
+    if unit not in units:
+        raise ValueError(f"unknown unit {unit!r}")
+    return float(t[: len(t) - len(unit)]) * units[unit]
+
+
+def duration(lo: float, hi: float, optional: bool = False) -> Callable[[str], float | None]:
+    """A duration within [lo, hi] seconds, with an optional s, m, h or d suffix (``90m``,
+    ``1h``); ``optional``: or ``none`` for no limit (None)."""
+    accepted = f"give seconds from {lo:g} to {hi:.0f}, a suffix s, m, h or d (e.g. 1h)"
+    return _or_none(_within(lambda t: _number_with_unit(t, _SECONDS), lo, hi, "duration",
+                            accepted + (", or none for no limit" if optional else "")), optional)
+
+
+def big_count(lo: int, hi: int, optional: bool = False) -> Callable[[str], int | None]:
+    """A whole number within [lo, hi] with an optional k, M, G or T suffix (powers of 1000:
+    ``10M`` is ten million); ``optional``: or ``none`` for no limit (None)."""
+    accepted = f"give a whole number from {lo} to {hi}, a suffix k, M, G or T (e.g. 10M)"
+
+    def whole(t: str) -> int:
+        value = _number_with_unit(t, _COUNT)
+        if value != int(value):
+            raise ValueError(t)
+        return int(value)
+
+    return _or_none(_within(whole, lo, hi, "number", accepted + (", or none for no limit" if optional else "")),
+                    optional)
+
+
+def _or_none(parse: Callable[[str], N], optional: bool) -> Callable[[str], N | None]:
+    def parse_or_none(text: str) -> N | None:
+        return None if optional and text.strip().lower() in NO_LIMIT else parse(text)
+
+    return parse_or_none
+
+
 def name(kind: str) -> Callable[[str], str]:
     """A volume group or logical volume name (1-64 characters, see ``check_name``)."""
 

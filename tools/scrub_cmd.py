@@ -58,6 +58,8 @@ def _text(target: str, rep: ScrubReport) -> str:
              f"never written"]
     if rep.unverified_pages:
         lines.append(f"{rep.unverified_pages} data pages have no checksum (written before format 2): not verified")
+    if rep.queue_blocks:
+        lines.append(f"{rep.queue_blocks} queue blocks checked")
     lines += [f"repaired: {t}" for t in rep.repaired]
     lines += [f"DAMAGED: {t}" for t in rep.damaged]
     lines += [f"UNREPAIRABLE: {t}" for t in rep.unrepairable]

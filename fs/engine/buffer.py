@@ -23,12 +23,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 
 from . import nowait
 from .copies import good_copy
 from .page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
+
+DISCARD_WAIT = 30.0  # seconds a discard waits for a write-back in flight to unpin a freed page
 
 
 class Frame:
@@ -315,29 +318,33 @@ class BufferManager:
     def discard(self, pid: int) -> None:
         """Forget a page's frame without writing it: the caller is about to overwrite the page
         on the device directly (unlogged bulk data into freshly allocated, hence free, space)."""
-        with self._lock:
-            f = self._frames.get(pid)
-            if f is not None:
-                if f.pins:
-                    raise RuntimeError(f"page {pid} is pinned; it cannot be discarded")
-                del self._frames[pid]
-            self._unflushed.pop(pid, None)
+        self.discard_range(pid, 1)
 
     def discard_range(self, first: int, count: int) -> None:
-        """:meth:`discard` for pages ``first .. first+count-1`` (none may be pinned)."""
-        with self._lock:
-            frames, unflushed = self._frames, self._unflushed
-            if len(frames) + len(unflushed) < count:  # few resident frames: walk them instead
-                pids = [p for p in list(frames) + list(unflushed) if first <= p < first + count]
-            else:
-                pids = [p for p in range(first, first + count) if p in frames or p in unflushed]
-            for pid in pids:
-                f = frames.get(pid)
-                if f is not None:
-                    if f.pins:
-                        raise RuntimeError(f"page {pid} is pinned; it cannot be discarded")
-                    del frames[pid]
-                unflushed.pop(pid, None)
+        """:meth:`discard` for pages ``first .. first+count-1``.
+
+        A freed page may still be dirty here, and a write-back (checkpoint or eviction) may hold
+        it pinned while it forces the log and writes the page's last image. The page is free, so
+        nobody else pins it: wait for that write to end — discarding the frame under it would let
+        the old image land on the device after the caller's raw bytes. A pin that outlives
+        :data:`DISCARD_WAIT` seconds is a bug, and raised as one."""
+        deadline = time.monotonic() + DISCARD_WAIT
+        while True:
+            with self._lock:
+                frames, unflushed = self._frames, self._unflushed
+                if len(frames) + len(unflushed) < count:  # few resident frames: walk them instead
+                    pids = [p for p in list(frames) + list(unflushed) if first <= p < first + count]
+                else:
+                    pids = [p for p in range(first, first + count) if p in frames or p in unflushed]
+                pinned = next((p for p in pids if p in frames and frames[p].pins), None)
+                if pinned is None:
+                    for pid in pids:
+                        frames.pop(pid, None)
+                        unflushed.pop(pid, None)
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"page {pinned} stayed pinned for {DISCARD_WAIT} s; it cannot be discarded")
+            time.sleep(0.001)
 
     def drop_all(self) -> None:
         """Forget every frame without writing (unclean shutdown: what was not written is lost)."""
