@@ -32,12 +32,12 @@ import threading
 import time
 from pathlib import Path
 
-from traxfs.fs.engine.engine import Engine
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.queues.config import QueueConfig
-from traxfs.fs.queues.reader import Reader
-from traxfs.fs.queues.store import QueueStore
-from traxfs.volume.device import ImageFileDevice, create_image
+from ..fs.engine.engine import Engine
+from ..fs.engine.page import PAGE_SIZE
+from ..fs.queues.config import QueueConfig
+from ..fs.queues.reader import Reader
+from ..fs.queues.store import QueueStore
+from ..volume.device import ImageFileDevice, create_image
 
 RECORD = 100
 BATCH = 128 << 10

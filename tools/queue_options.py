@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from traxfs.fs.queues.config import MAX_COUNT, MAX_RETAIN_SECONDS, QueueConfig
-from traxfs.tools import cli_types
+from ..fs.queues.config import MAX_COUNT, MAX_RETAIN_SECONDS, QueueConfig
+from . import cli_types
 
 # option -> (setting in config.json, argparse type, help)
 OPTIONS = {

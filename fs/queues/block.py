@@ -35,8 +35,8 @@ from typing import NamedTuple
 
 import crc32c
 
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
+from ..engine.page import PAGE_SIZE
+from ..errors import FsError
 
 BLOCK_MAGIC = b"TRAXQBLK"
 BLOCK_VERSION = 1

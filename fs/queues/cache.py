@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from traxfs.fs.queues.block import Block
+from .block import Block
 
 Key = tuple[int, int]  # (queue id, first sequence number of the block)
 

@@ -30,9 +30,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from traxfs.fs.queues.block import Block, BlockDamaged
-from traxfs.fs.queues.engine_io import tree_headers
-from traxfs.fs.queues.index import (
+from ..struct.btree_salvage import salvage
+from .block import Block, BlockDamaged
+from .engine_io import tree_headers
+from .index import (
     DOOMED,
     KEY_NEXT_ID,
     PREFIX,
@@ -48,7 +49,6 @@ from traxfs.fs.queues.index import (
     time_key,
     view_key,
 )
-from traxfs.fs.struct.btree_salvage import salvage
 
 
 @dataclass

@@ -19,7 +19,7 @@ import math
 import struct
 from dataclasses import asdict, dataclass, fields, replace
 
-from traxfs.fs.engine.page import PAGE_SIZE
+from ..engine.page import PAGE_SIZE
 
 KiB, MiB = 1 << 10, 1 << 20
 MAX_RETAIN_SECONDS = 10 * 365 * 86400  # ten years

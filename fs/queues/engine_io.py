@@ -14,11 +14,11 @@ import errno
 import threading
 from collections.abc import Callable
 
-from traxfs.fs.engine.alloc import NoSpace
-from traxfs.fs.engine.logmanager import LogFull
-from traxfs.fs.engine.page import PAGE_SIZE
-from traxfs.fs.errors import FsError
-from traxfs.fs.struct.btree import KIND, BTree
+from ..engine.alloc import NoSpace
+from ..engine.logmanager import LogFull
+from ..engine.page import PAGE_SIZE
+from ..errors import FsError
+from ..struct.btree import KIND, BTree
 
 
 def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from traxfs.fs.queues.config import QueueConfig
+from .config import QueueConfig
 
 TREES = ("queues", "blocks", "times", "views", "segments")
 PREFIX = "q"

@@ -8,7 +8,7 @@ write (EINVAL, ENOSPC) changes nothing: the kept partial line stays as it was.
 
 from __future__ import annotations
 
-from traxfs.fs.queues.records import BadRecord
+from .records import BadRecord
 
 
 class Producer:

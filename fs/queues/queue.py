@@ -37,11 +37,11 @@ import threading
 import time
 from typing import NamedTuple
 
-from traxfs.ext.linescan import scan_lines
-from traxfs.fs.errors import FsError
-from traxfs.fs.queues.block import FRAME_SIZE, HEADER_SIZE, Block, BlockDamaged, pages_for
-from traxfs.fs.queues.config import QueueConfig
-from traxfs.fs.queues.index import (
+from ...ext.linescan import scan_lines
+from ..errors import FsError
+from .block import FRAME_SIZE, HEADER_SIZE, Block, BlockDamaged, pages_for
+from .config import QueueConfig
+from .index import (
     MAX_SEQ,
     BlockEntry,
     QueueRecord,
@@ -53,7 +53,7 @@ from traxfs.fs.queues.index import (
     time_key,
     view_key,
 )
-from traxfs.fs.queues.records import BadRecord, check_batch
+from .records import BadRecord, check_batch
 
 log = logging.getLogger("traxfs.queues")
 

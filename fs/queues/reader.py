@@ -13,9 +13,9 @@ from __future__ import annotations
 import errno
 from bisect import bisect_right
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.queues.block import Block
-from traxfs.fs.queues.index import BlockEntry, SegmentRecord, key_seq, queue_range, seq_key
+from ..errors import FsError
+from .block import Block
+from .index import BlockEntry, SegmentRecord, key_seq, queue_range, seq_key
 
 READ_AHEAD = 4  # blocks loaded ahead of a reader
 

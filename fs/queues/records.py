@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import errno
 
-from traxfs.ext.linescan import scan_lines
-from traxfs.fs.errors import FsError
+from ...ext.linescan import scan_lines
+from ..errors import FsError
 
 
 class BadRecord(FsError):

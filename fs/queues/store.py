@@ -15,11 +15,11 @@ import logging
 import threading
 import time
 
-from traxfs.fs.errors import FsError
-from traxfs.fs.queues.cache import BlockCache
-from traxfs.fs.queues.config import QueueConfig
-from traxfs.fs.queues.engine_io import EngineIO, has_trees
-from traxfs.fs.queues.index import (
+from ..errors import FsError
+from .cache import BlockCache
+from .config import QueueConfig
+from .engine_io import EngineIO, has_trees
+from .index import (
     DOOMED,
     KEY_NEXT_ID,
     PREFIX,
@@ -32,7 +32,7 @@ from traxfs.fs.queues.index import (
     time_key,
     view_key,
 )
-from traxfs.fs.queues.queue import RECLAIM_BATCH, Queue, now_ms
+from .queue import RECLAIM_BATCH, Queue, now_ms
 
 log = logging.getLogger("traxfs.queues")
 NAME_MAX = 255
