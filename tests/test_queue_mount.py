@@ -305,3 +305,63 @@ def test_rmdir_of_a_queue_returns_its_space(m):
         time.sleep(0.2)
         os.sync()
     assert base - os.statvfs(m.mp).f_bfree <= used // 10
+
+
+def _race(fn, n: int = 8) -> list[int]:
+    """``fn`` in ``n`` threads released at once; the errno of each (0: it succeeded)."""
+    gate = threading.Barrier(n)
+    out: list[int] = []
+
+    def one() -> None:
+        gate.wait()
+        out.append(_errno(fn))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return sorted(out)
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_create_and_remove_behave_as_for_directories(m):
+    path = q(m.mp, "race")
+    for _ in range(3):
+        assert _race(lambda: os.mkdir(path)) == [0] + [errno.EEXIST] * 7
+        assert _race(lambda: os.mkdir(path / "views" / "v")) == [0] + [errno.EEXIST] * 7
+        assert _race(lambda: os.rmdir(path / "views" / "v")) == [0] + [errno.ENOENT] * 7
+        assert _race(lambda: os.rmdir(path)) == [0] + [errno.ENOENT] * 7
+        assert "race" not in os.listdir(m.mp / "queues")
+    assert _errno(lambda: os.mkdir(m.mp / "queues" / "..")) == errno.EEXIST
+
+
+@pytest.mark.timeout(180)
+def test_a_full_volume_refuses_the_append_with_enospc_and_loses_nothing(tmp_path):
+    with traxfs_mount(tmp_path, size=64 * MiB) as small:
+        path = q(small.mp, "fill")
+        os.mkdir(path)
+        config(path, retain_age_seconds=None)
+        os.mkdir(path / "views" / "v")  # at 0 for ever: every block is needed
+        fd = os.open(path / "append", os.O_WRONLY)
+        acked, refused = 0, None
+        try:
+            while acked < 2_000_000:
+                try:
+                    os.write(fd, lines(acked, 5000))
+                except OSError as e:
+                    refused = e.errno
+                    break
+                acked += 5000
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert refused == errno.ENOSPC and acked > 100_000, (refused, acked)
+        assert status(path)["records"] == acked
+        with Stream(path / "views" / "v" / "records") as s:
+            got = s.drained()
+        assert got == lines(0, acked)  # every acknowledged record, nothing of the refused write
+        os.rmdir(path)  # the space comes back: a new queue takes records again
+        os.mkdir(q(small.mp, "again"))
+        append(q(small.mp, "again"), lines(0, 50000), fsync=True)
+        assert status(q(small.mp, "again"))["records"] == 50000
