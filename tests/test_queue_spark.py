@@ -1,14 +1,22 @@
 """Spark over a queue's sealed segments (``/queues/NAME/segments``) on a real traxfs mount, with
 real local PySpark: a batch read equals the records, and a Structured Streaming query over the
-folder (checkpoint on the mount) that is stopped mid-run and started again counts every record
-exactly once. One Spark session (one JVM) serves the module."""
+folder (checkpoint on the mount) counts every record exactly once when it is stopped mid-run and
+started again, and when its driver process (Python and JVM, ``queue_stream_driver.py``) is
+SIGKILLed mid-run and a new one starts on the same checkpoint. One Spark session (one JVM)
+serves the module's own reads; the killed drivers are processes of their own."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from fsmount import traxfs_mount
@@ -17,6 +25,7 @@ from queue_paths import append, config, status
 from traxfs.tools.spark_job import session, stop
 
 MiB = 1 << 20
+DRIVER = Path(__file__).with_name("queue_stream_driver.py")
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (Spark needs Java 17+)")
 
 
@@ -117,3 +126,77 @@ def test_streaming_query_stopped_and_restarted_counts_every_record_once(m, spark
         query.stop()
     ids = done_ids()
     assert ids == list(range(total)), f"{len(ids)} rows, {len(set(ids))} distinct, expected {total}"
+
+
+class Driver:
+    """``queue_stream_driver.py`` in a process group of its own (Python and its JVM), its lines
+    collected as they come."""
+
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen([sys.executable, str(DRIVER), *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.strip())
+
+    def wait_for(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [ln for ln in self.lines if ln.startswith(prefix)]
+            if found:
+                return found[-1]
+            assert self.proc.poll() is None or self._reader.is_alive(), f"driver exited: {self.lines[-5:]}"
+            assert time.monotonic() < deadline, f"no {prefix!r} after {timeout} s: {self.lines[-5:]}"
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL of the driver's process group: the Python driver and its JVM at once."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self._reader.join(10)
+
+
+@pytest.mark.timeout(600)
+def test_streaming_driver_killed_mid_run_and_restarted_counts_every_record_once(m, spark):
+    qdir = m.mp / "queues" / "driver"
+    os.mkdir(qdir)
+    config(qdir, seal_seconds=0.2)
+    work = m.mp / "spark-driver"
+    work.mkdir()
+    args = (str(qdir / "segments"), str(work / "out"), str(work / "checkpoint"))
+    batch = 1000
+    d = Driver(*args)
+    try:
+        d.wait_for("STARTED", 180)
+        first = 0
+        deadline = time.monotonic() + 180
+        while not any(ln.startswith("PROGRESS") for ln in d.lines):
+            assert time.monotonic() < deadline, f"no batch processed: {d.lines[-5:]}"
+            if first < 100 * batch:
+                append(qdir, records(first, batch))
+                first += batch
+            time.sleep(0.3)
+        for _ in range(random.Random(14).randrange(1, 5)):  # a little more, then the kill mid-run
+            append(qdir, records(first, batch))
+            first += batch
+            time.sleep(0.1)
+    finally:
+        d.kill()
+    total = first + 10 * batch
+    done = spark.read.parquet(args[1]).count()  # what the killed driver committed: some, not all
+    assert 0 < done < total, done
+    while first < total:  # appends go on while no driver runs
+        append(qdir, records(first, batch))
+        first += batch
+    sealed_through(qdir, total - 1)
+    d = Driver(*args, str(total))
+    try:
+        result = d.wait_for("RESULT", 420).split()
+    finally:
+        d.kill()
+    assert [int(x) for x in result[1:]] == [total, total, 0, total - 1], d.lines[-5:]
