@@ -13,7 +13,7 @@ with one job, and routes every call to the part that does it:
 ``xattrs``          extended attributes
 ``status``          statfs and the counters of ``/.trax``
 ``repair``          what fsck changes through the filesystem
-``subtrees``        parts of the namespace served by others (``/.trax``, ``/.snapshots``)
+``subtrees``        parts of the namespace served by others (``/.trax``, ``/.snapshots``, ``/queues``)
 ==================  =============================================================================
 
 Every metadata operation is one engine transaction: it either happens whole or not at all,
@@ -26,6 +26,7 @@ in ordered mode (``fs/datamap.py``).
 **Subtrees** (``fs/subtrees/protocol.py``): an operation on an inode a subtree owns goes to that
 subtree, with the :class:`Caller` of the request; the root's entries of the subtrees are
 listed before the tree's own, and their names cannot be created, removed or renamed in the root.
+(mkfs made a plain ``queues`` directory before the subtree existed: the subtree's name hides it.)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .keys import U64, Inode
 from .lifetime import Lifetime
 from .limits import ROOT_INO
 from .namespace import Namespace
+from .queues.subtree import Queues
 from .repair import Repair
 from .status import StatFs, statfs, status
 from .subtrees.protocol import TAG_SHIFT, Caller, OpenFile, Subtree, check_tag
@@ -103,7 +105,8 @@ class FileSystem:
         self._subtrees: dict[int, Subtree] = {}  # tag -> subtree
         self._root_names: dict[bytes, Subtree] = {}  # its name in the root -> subtree
         self.status_files = StatusFiles(self.status)
-        for subtree in (self.status_files, Snapshots()):
+        self.queues = Queues(engine)  # its store opens when the filesystem is opened for use
+        for subtree in (self.status_files, Snapshots(), self.queues):
             self.add_subtree(subtree)
 
     @property
@@ -111,11 +114,14 @@ class FileSystem:
         return self.inodes.closed
 
     def close(self) -> None:
-        """Clean shutdown: flush data, checkpoint, stop the engine."""
+        """Clean shutdown: the queue store closed, data flushed, checkpoint, the engine stopped."""
+        if not self.closed:
+            self.queues.close()
         lifecycle.close(self.inodes, self.lifetime)
 
     def crash(self) -> None:
         """Stop without writing anything more (tests: as if the process had died)."""
+        self.queues.crash()
         lifecycle.crash(self.inodes)
 
     # ----- subtrees -----------------------------------------------------------------------------
@@ -201,11 +207,17 @@ class FileSystem:
         if owner is not None:
             return owner.readdir(ino, after, limit, caller)
         out = []
-        if ino == ROOT_INO:
-            out = [(s.name, s.getattr(s.top_ino, caller), s.tag) for s in self._root_names.values()
-                   if s.tag > after][:limit]
-        if len(out) < limit:
-            out += self.namespace.readdir(ino, after, limit - len(out))
+        if ino != ROOT_INO:
+            return self.namespace.readdir(ino, after, limit)
+        out = [(s.name, s.getattr(s.top_ino, caller), s.tag) for s in self._root_names.values()
+               if s.tag > after][:limit]
+        after = max(after, out[-1][2] if out else 0)
+        while len(out) < limit:  # the tree's own entries; one a subtree's name hides is left out
+            more = self.namespace.readdir(ino, after, limit - len(out))
+            if not more:
+                break
+            out += [e for e in more if e[0] not in self._root_names]
+            after = more[-1][2]
         return out
 
     def opendir(self, ino: int, caller: Caller = NOBODY) -> None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("traxfs.fs")
 
-RESERVED_ROOT_DIRS = (b"queues", b"tables")  # created by mkfs; filled by later layers
+RESERVED_ROOT_DIRS = (b"tables",)  # created by mkfs; filled by later layers (/queues is a subtree)
 
 
 def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where: str) -> str:
@@ -111,6 +111,8 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
             if eng.crashed:
                 fs.lifetime.give_back_after_crash()
         fs.inodes.start_flusher(commit_interval / 2)
+        if not checking:
+            fs.queues.start(commit_interval)
     except PageCorrupt as e:
         eng.unclean_shutdown()
         raise FsDamaged(where, str(e)) from None
