@@ -111,7 +111,10 @@ class FileSystem:
         return self.inodes.closed
 
     def close(self) -> None:
-        """Clean shutdown: flush data, checkpoint, stop the engine."""
+        """Clean shutdown: the subtrees first, then flush data, checkpoint, stop the engine."""
+        if not self.closed:
+            for subtree in self._subtrees.values():
+                subtree.close()
         lifecycle.close(self.inodes, self.lifetime)
 
     def crash(self) -> None:
@@ -204,8 +207,13 @@ class FileSystem:
         if ino == ROOT_INO:
             out = [(s.name, s.getattr(s.top_ino, caller), s.tag) for s in self._root_names.values()
                    if s.tag > after][:limit]
-        if len(out) < limit:
-            out += self.namespace.readdir(ino, after, limit - len(out))
+        while len(out) < limit:
+            more = self.namespace.readdir(ino, after, limit - len(out))
+            if not more:
+                break
+            after = more[-1][2]
+            # a folder of the tree under a subtree's name (mkfs makes /queues and /tables) is hidden by it
+            out += [e for e in more if ino != ROOT_INO or e[0] not in self._root_names]
         return out
 
     def opendir(self, ino: int, caller: Caller = NOBODY) -> None:
