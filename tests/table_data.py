@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from traxfs.fs.tables.schema import Column, ColType, Schema
+from traxfs.fs.tables.schema import ColType, Column, Schema
 
 NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,11}", fullmatch=True)
 TYPES = st.one_of(

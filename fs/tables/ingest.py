@@ -177,7 +177,7 @@ def parse_jsonl(schema: Schema, data: bytes) -> list[list]:
     parsers = [json_parser(c.type) for c in schema.columns]
     index = {c.name: i for i, c in enumerate(schema.columns)}
     columns: list[list] = [[] for _ in schema.columns]
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):  # (not splitlines: U+2028 and friends are JSON text)
         if not line.strip():
             continue
         try:

@@ -41,6 +41,8 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import crc32c
@@ -137,9 +139,14 @@ class TablesSubtree(Subtree):
             raise FsError(errno.ENOENT, f"inode {ino} does not exist (any more)")
         return entry, local & KIND_MASK
 
-    def _locked(self):
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The subtree's lock, taken as calls on the FUSE loop's thread may (``nowait``)."""
         nowait.acquire(self._lock)
-        return self._lock
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     # ----- attributes ---------------------------------------------------------------------------
     def _dir(self, ino: int, mode: int = 0o755, t: int | None = None) -> Inode:
