@@ -155,6 +155,9 @@ def test_the_committer_dance(m):
     (ing / "_SUCCESS").write_bytes(b"")
     for d in (task, ing / "_temporary" / "0" / "_temporary", ing / "_temporary" / "0", ing / "_temporary"):
         os.rmdir(d)
+    deadline = time.monotonic() + 10  # _SUCCESS goes at its release, which close(2) does not wait for
+    while os.listdir(ing) != [".rejected"] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert os.listdir(ing) == [".rejected"]
     assert (t / "rows.csv").read_bytes() == b"k,s\n1,a\n2,b\n"
     # the same file again (a retry whose answer was lost) is recognised; other contents are not
@@ -219,22 +222,26 @@ def test_remount_keeps_everything_and_rmdir_gives_space_back(m):
 
 
 def test_sigkill_in_the_middle_of_an_ingest_is_all_or_nothing(tmp_path):
-    n = 150000
+    n = 300000
     body = b"a,b\n" + b"".join(b"%d,value %d\n" % (i, i) for i in range(n))
     with traxfs_mount(tmp_path) as mount:
         t = new_table(mount, "a int64, b string")
+        written = threading.Event()
         outcome: list = []
 
         def write():
             try:
-                ingest(t, "big.csv", body)
-                outcome.append("closed")
+                with open(t / "ingest" / "big.csv", "wb") as f:
+                    f.write(body)
+                    written.set()
+                outcome.append("closed")  # the close (parse, append, commit) answered
             except OSError as ex:
                 outcome.append(ex.errno)
 
         w = threading.Thread(target=write)
         w.start()
-        time.sleep(1.0)  # the close (parse + append) takes longer than this
+        assert written.wait(60)
+        time.sleep(0.3)  # into the close: parsing 300,000 rows and appending them takes longer
         mount.kill()
         w.join(60)
         mount.start()

@@ -482,7 +482,7 @@ class TablesSubtree(Subtree):
                 if node.gone or node.parent is not entry.nodes[INGEST]:
                     return
                 name, data = node.name, node.contents()
-            if name.startswith((b"_", b".")):  # _SUCCESS, Hadoop's .crc files: not rows
+            if _marker(name):
                 self._done(entry, node, None)
                 return
             try:
@@ -651,9 +651,24 @@ class StagedHandle(OpenFile):
     def seek(self, off: int, whence: int) -> int:
         return dense_seek(off, whence, self.node.size)
 
-    def flush_pending(self) -> bool:
+    def _arrived(self) -> bool:
         return self.writing and not self.node.gone and self.node.parent is self.entry.nodes[INGEST]
 
+    def flush_pending(self) -> bool:
+        return self._arrived() and not _marker(self.node.name)
+
     def flush(self) -> None:
+        """close(2) of a data file written in ``ingest/``: ingest it now, so the close answers
+        with the file's fate (a marker waits for :meth:`release`: Hadoop chmods ``_SUCCESS``
+        from a child process after the child closed its inherited descriptor)."""
         self.subtree._ingest(self.entry, self.node)
+
+    def release(self) -> None:
+        if self._arrived() and _marker(self.node.name):
+            self.subtree._ingest(self.entry, self.node)
+
+
+def _marker(name: bytes) -> bool:
+    """Names that are not rows: Spark's ``_SUCCESS``, Hadoop's ``.NAME.crc`` (dropped on arrival)."""
+    return name.startswith((b"_", b"."))
 
