@@ -114,9 +114,10 @@ class FileSystem:
         return self.inodes.closed
 
     def close(self) -> None:
-        """Clean shutdown: the queue store closed, data flushed, checkpoint, the engine stopped."""
+        """Clean shutdown: the subtrees first, then flush data, checkpoint, stop the engine."""
         if not self.closed:
-            self.queues.close()
+            for subtree in self._subtrees.values():
+                subtree.close()
         lifecycle.close(self.inodes, self.lifetime)
 
     def crash(self) -> None:

@@ -23,7 +23,9 @@ Kernel caches (what we chose and why):
 * **attribute and entry timeouts of 1 s**: the kernel revalidates names and attributes at most
   once a second; all changes come through the kernel, which updates its own copy as it makes
   them, so the cache is never stale for users of this mount. An inode whose attributes change by
-  themselves (``FileSystem.volatile``: the status files) gets an attribute timeout of 0.
+  themselves (``FileSystem.volatile``: the status files, the files of /tables) gets attribute
+  and entry timeouts of 0 (its name may go by itself too: a file of /tables/NAME/ingest/ goes
+  once it is ingested).
 * **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
   readahead windows.
 
@@ -125,8 +127,9 @@ class TraxOperations(pyfuse3.Operations):
         a = pyfuse3.EntryAttributes()
         a.st_ino = node.ino
         a.generation = node.generation
-        a.entry_timeout = TIMEOUT
-        a.attr_timeout = 0 if self.fs.volatile(node.ino) else TIMEOUT
+        volatile = self.fs.volatile(node.ino)
+        a.entry_timeout = 0 if volatile else TIMEOUT  # (its name may go by itself too: an ingested file)
+        a.attr_timeout = 0 if volatile else TIMEOUT
         a.st_mode = node.mode
         a.st_nlink = node.nlink
         a.st_uid, a.st_gid = node.uid, node.gid

@@ -217,6 +217,10 @@ class Subtree:
     def collect(self, ino: int) -> None:
         """``ino`` lost its last reference: free what it held if nothing names it."""
 
+    # ----- life ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """The filesystem is closing cleanly (before its engine stops): finish and let go."""
+
 
 def check_tag(subtree: Subtree) -> None:
     """A subtree's tag must fit below the tree's first readdir cookie (it is the root entry's)."""
