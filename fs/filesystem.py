@@ -45,7 +45,7 @@ from .errors import FsError
 from .filedata import FileData, FileHandle
 from .inode_locks import InodeLocks
 from .inodes import Inodes
-from .keys import U64, Inode
+from .keys import DOT_COOKIE, DOTDOT_COOKIE, DOTS, U64, Inode
 from .lifetime import Lifetime
 from .limits import ROOT_INO
 from .namespace import Namespace
@@ -192,21 +192,35 @@ class FileSystem:
             return subtree.getattr(subtree.top_ino, caller)
         return self.namespace.lookup(parent, name)
 
-    def readdir(self, ino: int, after: int, limit: int = 256, caller: Caller = NOBODY) -> list[tuple[bytes, Inode, int]]:
+    def readdir(self, ino: int, after: int, limit: int = 256, caller: Caller = NOBODY,
+                dots: bool = False) -> list[tuple[bytes, Inode, int]]:
         """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order. An
         entry's cookie never changes while it exists, so a listing that runs while entries are
-        added and removed returns every entry that existed throughout exactly once. The root
-        lists its subtrees first (their tags are their cookies)."""
+        added and removed returns every entry that existed throughout exactly once.
+
+        ``dots``: ``.`` and ``..`` come first (cookies 1 and 2), as readdir(2) must return them
+        (the FUSE adapter asks for them; tools walking the tree do not). The root lists its
+        subtrees next (cookie ``DOTS + tag``); a subtree's own cookies are shifted up by
+        ``DOTS``; the tree's own start at ``FIRST_COOKIE`` (``fs/keys.py``). A resumed listing
+        starts from its cookie directly: nothing before it is read again."""
+        out = self._dots(ino, after, caller) if dots and after < DOTS else []
         owner = self._owner(ino)
         if owner is not None:
-            return owner.readdir(ino, after, limit, caller)
-        out = []
+            rest = owner.readdir(ino, max(0, after - DOTS), limit - len(out), caller) if len(out) < limit else []
+            return (out + [(name, node, cookie + DOTS) for name, node, cookie in rest])[:limit]
         if ino == ROOT_INO:
-            out = [(s.name, s.getattr(s.top_ino, caller), s.tag) for s in self._root_names.values()
-                   if s.tag > after][:limit]
+            out += [(s.name, s.getattr(s.top_ino, caller), DOTS + s.tag) for s in self._root_names.values()
+                    if DOTS + s.tag > after]
+        out = out[:limit]
         if len(out) < limit:
             out += self.namespace.readdir(ino, after, limit - len(out))
         return out
+
+    def _dots(self, ino: int, after: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
+        """``.`` and ``..`` of directory ``ino`` whose cookies are above ``after`` (a removed
+        directory has no ``..``: ENOENT, as Linux answers a listing of it)."""
+        dot, dotdot = self.getattr(ino, caller), self.lookup(ino, b"..", caller)
+        return [e for e in ((b".", dot, DOT_COOKIE), (b"..", dotdot, DOTDOT_COOKIE)) if e[2] > after]
 
     def opendir(self, ino: int, caller: Caller = NOBODY) -> None:
         """May ``ino`` be listed? ENOTDIR if it is no directory."""

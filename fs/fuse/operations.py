@@ -61,6 +61,7 @@ SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, E
     ("update_size", "size", "st_size"), ("update_atime", "atime_ns", "st_atime_ns"),
     ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
 WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
+DOTS = (b".", b"..")
 READDIR_BATCH = 32  # the kernel's buffer holds a few dozen entries; each entry's attributes cost a lookup
 
 
@@ -244,13 +245,16 @@ class TraxOperations(pyfuse3.Operations):
         ino, caller = self._dirs[fh]
         after = start_id
         while True:
-            batch = await self._run(self.fs.readdir, ino, after, READDIR_BATCH, caller)
+            batch = await self._run(self.fs.readdir, ino, after, READDIR_BATCH, caller, True)
             if not batch:
                 return
             for name, node, cookie in batch:
-                self.fs.ref(node.ino)  # readdirplus: the kernel takes a lookup reference ...
+                counted = name not in DOTS  # readdirplus: the kernel takes a lookup reference of
+                if counted:  # every entry but "." and ".." ...
+                    self.fs.ref(node.ino)
                 if not pyfuse3.readdir_reply(token, name, self._entry(node), cookie):
-                    await self._unref(node.ino)  # ... only if the entry fit in the reply
+                    if counted:
+                        await self._unref(node.ino)  # ... only if the entry fit in the reply
                     return
                 after = cookie
 
