@@ -249,6 +249,15 @@ class TraxOperations(pyfuse3.Operations):
         except Exception as e:
             raise self._fuse_error(handle.seek, e) from None
 
+    def fallocate(self, ino: int, mode: int, off: int, length: int, fh: int) -> None:
+        """fallocate(2) (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and
+        calls this in a worker thread)."""
+        handle = self._open[fh]
+        try:
+            handle.fallocate(mode, off, length)
+        except Exception as e:
+            raise self._fuse_error(handle.fallocate, e) from None
+
     async def flush(self, fh):
         handle = self._open.get(fh)
         if handle is not None and handle.flush_pending():

@@ -110,6 +110,10 @@ class OpenFile:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (only these come here); see :func:`dense_seek`."""
         raise FsError(errno.EINVAL, "SEEK_DATA and SEEK_HOLE are not supported for this file")
 
+    def fallocate(self, mode: int, off: int, length: int) -> None:
+        """fallocate(2) (``mode``: ``FALLOC_FL_*``): none here."""
+        raise FsError(errno.EOPNOTSUPP, "fallocate is not supported for this file")
+
     def flush_pending(self) -> bool:
         """Cheap (no lock, no I/O): has :meth:`flush` anything to do at close(2)?"""
         return False
