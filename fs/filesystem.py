@@ -42,6 +42,8 @@ from .datasums import DataSums
 from .engine import nowait
 from .engine.engine import Engine
 from .errors import FsError
+from .extent_report import NAME as EXTENTS_XATTR
+from .extent_report import extents_report
 from .filedata import FileData, FileHandle
 from .inode_locks import InodeLocks
 from .inodes import Inodes
@@ -300,8 +302,13 @@ class FileSystem:
                                        mtime_ns=mtime_ns, ctime_ns=ctime_ns)
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
+        """An extended attribute; ``trax.extents`` of a file is computed (``fs/extent_report.py``)."""
         owner = self._owner(ino)
-        return owner.getxattr(ino, name) if owner is not None else self.xattrs.get(ino, name)
+        if owner is not None:
+            return owner.getxattr(ino, name)
+        if name == EXTENTS_XATTR:
+            return extents_report(self.inodes, self.data, ino)
+        return self.xattrs.get(ino, name)
 
     def listxattr(self, ino: int) -> list[bytes]:
         owner = self._owner(ino)
