@@ -197,3 +197,44 @@ def _pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+LATE_PROBE = """
+import os, signal, sys, time
+from traxfs.fs.fuse import loop
+from traxfs.tools import passthrough
+
+probe = loop._probe
+
+def late_probe(path, ready):
+    # the readiness probe's thread starts only after a SIGTERM ended the loop (a loaded machine)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(1.0)
+    probe(path, ready)
+
+loop._probe = late_probe
+passthrough.serve(sys.argv[1], sys.argv[2])
+print("served", flush=True)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_sigterm_before_the_readiness_probe_still_ends_the_server(tmp_path):
+    """A SIGTERM that ends the loop before the readiness probe's stat is sent: the server still
+    unmounts and exits (it used to wait for the probe's thread, whose stat nobody answered)."""
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", LATE_PROBE, str(src), str(mnt)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=15)
+        pytest.fail("the server hung after SIGTERM: its loop waited for the readiness probe")
+    finally:
+        if _in_mount_table(str(mnt)):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True, timeout=30)
+    assert proc.returncode == 0 and "served" in out, err
+    _wait_unmounted(mnt)

@@ -23,9 +23,17 @@ async def serve_loop(probe: str, ready: Callable[[], None] | None, on_signals: b
     async with trio.open_nursery() as nursery:
         if on_signals:
             nursery.start_soon(_stop_on_signal)
-        nursery.start_soon(trio.to_thread.run_sync, _probe, probe, ready)
+        nursery.start_soon(_probe_in_thread, probe, ready)
         await pyfuse3.main(min_tasks=min_tasks, max_tasks=max_tasks)
         nursery.cancel_scope.cancel()
+
+
+async def _probe_in_thread(probe: str, ready: Callable[[], None] | None) -> None:
+    """The probe's thread is abandoned when the loop ends: a SIGTERM may end ``pyfuse3.main``
+    before a thread started late (a loaded machine) sends its stat, which then waits for an
+    answer nobody will give until the session's device is closed — after this loop returns.
+    Waiting for it here hung the server (and its caller) for good."""
+    await trio.to_thread.run_sync(_probe, probe, ready, abandon_on_cancel=True)
 
 
 def _probe(path: str, ready: Callable[[], None] | None) -> None:
