@@ -251,3 +251,24 @@ def test_sigkill_in_the_middle_of_an_ingest_is_all_or_nothing(tmp_path):
         ingest(t, "big.csv", body)  # the writer retries: lands once either way
         s = status(t)
         assert s["rows"] == n and (t / "rows.csv").stat().st_size == len(body), (outcome, rows_now, s)
+
+
+def test_trax_table_commands(m):
+    from fsmount import trax
+
+    path = str(m.mp / "tables" / "cli")
+    r = trax("table", "create", path, "--schema", "a int64 not null, b string", home=m.home)
+    assert r.returncode == 0 and "table cli created: a int64 not null, b string" in r.stdout
+    r = trax("--json", "table", "create", str(m.mp / "tables" / "cli2"), "--schema", "a int99", home=m.home,
+             check=False)
+    assert r.returncode == 1 and "unknown type 'int99'" in json.loads(r.stdout)["error"]
+    assert not (m.mp / "tables" / "cli2").exists()  # nothing created
+    ingest(m.mp / "tables" / "cli", "x.csv", b"a,b\n1,x\n2,y\n")
+    r = trax("--json", "table", "list", str(m.mp), home=m.home)
+    assert {d["table"]: d["rows"] for d in json.loads(r.stdout) if d["table"] == "cli"} == {"cli": 2}
+    r = trax("table", "show", path, home=m.home)
+    assert "rows      2" in r.stdout and "schema    a int64 not null, b string" in r.stdout
+    assert trax("table", "remove", path, home=m.home).returncode == 0
+    assert trax("table", "show", path, home=m.home, check=False).returncode == 1
+    r = trax("table", "create", str(m.mp / "nottables" / "x"), "--schema", "a int64", home=m.home, check=False)
+    assert r.returncode == 2 and "MOUNT/tables/NAME" in r.stderr
