@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from table_data import columns_of, rows, schemas
+from table_data import TYPES, columns_of, rows, schemas, value
 
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
@@ -19,6 +19,7 @@ from traxfs.fs.tables.pax import PaxDamaged, decode_column, encode, parse_header
 from traxfs.fs.tables.render import ViewReader, view_size
 from traxfs.fs.tables.schema import SchemaError, parse_schema
 from traxfs.fs.tables.store import TableStore
+from traxfs.fs.tables.values import csv_printer, json_printer, printed_bytes, printed_texts
 from traxfs.volume.device import create_image
 
 MiB = 1 << 20
@@ -73,6 +74,19 @@ def test_pax_header_damage_is_caught():
 
 
 # ----- parsing and printing -----------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(TYPES.flatmap(lambda t: st.tuples(st.just(t), st.lists(st.none() | value(t), max_size=20))))
+def test_bulk_printing_equals_value_by_value(tv):
+    """The column-at-a-time sizes and texts (what appends and views use) equal the printers'."""
+    t, vals = tv
+    present = [v for v in vals if v is not None]
+    csv_show, json_show = csv_printer(t), json_printer(t)
+    assert printed_bytes(t, present) == (sum(len(csv_show(v).encode()) for v in present),
+                                         sum(len(json_show(v).encode()) for v in present))
+    assert printed_texts(t, vals, "csv") == ["" if v is None else csv_show(v) for v in vals]
+    assert printed_texts(t, vals, "jsonl") == ["null" if v is None else json_show(v) for v in vals]
+
+
 def _render(store, table, cols, fmt) -> bytes:
     reader = ViewReader(store, table, table.snapshot(), cols, fmt, "t")
     return reader.read(0, reader.size + 10)
