@@ -272,3 +272,25 @@ def test_trax_table_commands(m):
     assert trax("table", "show", path, home=m.home, check=False).returncode == 1
     r = trax("table", "create", str(m.mp / "nottables" / "x"), "--schema", "a int64", home=m.home, check=False)
     assert r.returncode == 2 and "MOUNT/tables/NAME" in r.stderr
+
+
+def test_concurrent_ingests_land_every_row_once(m):
+    t = new_table(m, "w int32 not null, i int64 not null")
+    errors: list = []
+
+    def writer(w: int) -> None:
+        try:
+            for k in range(5):
+                ingest(t, f"w{w}-{k}.csv", b"w,i\n" + b"".join(b"%d,%d\n" % (w, k * 1000 + i) for i in range(1000)))
+        except OSError as ex:
+            errors.append(ex)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors
+    cols = parse_csv(parse_schema("w int32 not null, i int64 not null"), (t / "rows.csv").read_bytes())
+    assert sorted(zip(*cols, strict=True)) == [(w, i) for w in range(4) for i in range(5000)]
+    assert status(t)["version"] == 20
