@@ -15,10 +15,11 @@ from table_data import TYPES, columns_of, rows, schemas, value
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.tables.ingest import IngestError, parse_csv, parse_jsonl
+from traxfs.fs.tables.keys import key_bytes
 from traxfs.fs.tables.pax import PaxDamaged, decode_column, encode, parse_header
 from traxfs.fs.tables.render import ViewReader, view_size
 from traxfs.fs.tables.schema import SchemaError, parse_schema
-from traxfs.fs.tables.store import TableStore
+from traxfs.fs.tables.store import KeyConflict, TableStore
 from traxfs.fs.tables.values import csv_printer, json_printer, printed_bytes, printed_texts
 from traxfs.volume.device import create_image
 
@@ -28,7 +29,7 @@ QUICK = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCh
 
 # ----- schema -------------------------------------------------------------------------------------
 @QUICK
-@given(schemas(max_columns=8))
+@given(schemas(max_columns=8, keys=True))
 def test_schema_text_round_trip(schema):
     assert parse_schema(schema.text()) == schema
 
@@ -39,6 +40,9 @@ def test_schema_parses_spacing_and_case():
 
 
 @pytest.mark.parametrize("text, words", [
+    ("a int64, key(a)", "must be declared not null"), ("a int64 not null, key(b)", "no column"),
+    ("a float64 not null, key(a)", "float64 cannot be a key"), ("a int64 not null, key(a), key(a)", "second key"),
+    ("a int64 not null, key(a,a)", "twice"), ("key(a)", "no columns"),
     ("", "empty"), ("a", "not 'name type"), ("a int64, a string", "twice"), ("a int128", "unknown type"),
     ("a decimal", "precision"), ("a decimal(19,2)", "1 <= p <= 18"), ("a decimal(3,4)", "s <= p"),
     ("1a int64", "column name"), ("a int64(3,1)", "no parameters"), ("a-b int64", "column name"),
@@ -238,3 +242,20 @@ def test_crash_keeps_committed_appends(tmp_path):
     assert _render(store, table, [0], "csv") == b"a\n" + b"".join(b"%d\n" % i for i in range(1000))
     fs.close()
     dev.close()
+
+
+def test_a_key_finds_its_row_and_refuses_repeats(store):
+    table = store.create(b"k", "a int64 not null, b string not null, c date, key(b,a)")
+    store.append(table, [[1, 2, 3], ["x", "y", "x"], [None, 5, 6]])
+    k = key_bytes(table.schema, table.rec.tid, [[2], ["y"], [None]])[0]
+    page, row = store.find(table, k)
+    assert row == 1 and store.column(table, page, 2, "t")[row] == 5
+    assert store.find(table, key_bytes(table.schema, table.rec.tid, [[2], ["x"], [None]])[0]) is None
+    with pytest.raises(KeyConflict, match=r"row|already in the table") as ex:
+        store.append(table, [[9, 3], ["z", "x"], [None, None]])
+    assert ex.value.row == 1 and table.rec.rows == 3  # nothing appended
+    with pytest.raises(KeyConflict, match="already in this file") as ex:
+        store.append(table, [[7, 7], ["q", "q"], [None, None]])
+    assert ex.value.row == 1 and table.rec.rows == 3
+    store.append(table, [[7], ["q"], [None]])
+    assert table.rec.rows == 4

@@ -294,3 +294,31 @@ def test_concurrent_ingests_land_every_row_once(m):
     cols = parse_csv(parse_schema("w int32 not null, i int64 not null"), (t / "rows.csv").read_bytes())
     assert sorted(zip(*cols, strict=True)) == [(w, i) for w in range(4) for i in range(5000)]
     assert status(t)["version"] == 20
+
+
+def test_lookup_by_key(m):
+    t = new_table(m, "order int64 not null, line int32 not null, note string, key(order,line)")
+    assert "key" in os.listdir(t) and os.listdir(t / "key") == []
+    ingest(t, "a.csv", b'order,line,note\n1,1,"a, b"\n1,2,\n2,1,x\n')
+    assert (t / "key" / "1,2").read_bytes() == b"order,line,note\n1,2,\n"
+    assert (t / "key" / "1,1").read_bytes() == b'order,line,note\n1,1,"a, b"\n'
+    assert (t / "key" / "2,1").stat().st_size == len(b"order,line,note\n2,1,x\n")
+    for missing in ("3,1", "1", "x,1", "1,2,3"):
+        assert not (t / "key" / missing).exists()
+    ingest(t, "b.csv", b"order,line,note\n5,5,new\n2,1,again\n")  # a key already in the table
+    err = (t / "ingest" / ".rejected" / "b.csv.error").read_text()
+    assert "row 2 (not counting the header): key (order,line) = (2,1) is already in the table" in err, err
+    assert status(t)["rows"] == 3 and not (t / "key" / "5,5").exists()
+    nokey = new_table(m, "a int64")
+    assert "key" not in os.listdir(nokey) and not (nokey / "key").exists()
+
+
+def test_trax_table_create_with_a_key(m):
+    from fsmount import trax
+
+    path = m.mp / "tables" / "keyed"
+    trax("table", "create", str(path), "--schema", "a int64 not null, b string", "--key", "a", home=m.home)
+    assert (path / "schema").read_text() == "a int64 not null, b string, key(a)\n"
+    r = trax("table", "create", str(m.mp / "tables" / "bad"), "--schema", "a int64", "--key", "a", home=m.home,
+             check=False)
+    assert r.returncode == 1 and "must be declared not null" in r.stderr

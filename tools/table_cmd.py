@@ -41,7 +41,7 @@ def cmd_create(a: argparse.Namespace, reg: Registry, out) -> int:
         return out.fail(f"{p}: the table exists", EXIT_FAIL)
     try:
         with open(p / "schema", "w") as f:
-            f.write(a.schema.rstrip("\n") + "\n")
+            f.write(a.schema.rstrip("\n") + (f", key({a.key})" if a.key else "") + "\n")
     except OSError as e:
         why = _status(p).get("schema_error") if e.errno == errno.EINVAL else None
         os.rmdir(p)
@@ -108,6 +108,8 @@ def add_parsers(top: argparse._SubParsersAction, sub, common: list) -> None:
     q.add_argument("table", help="MOUNT/tables/NAME")
     q.add_argument("--schema", required=True, help="the columns: 'name type [not null], ...'; types int32, int64, "
                    "float64, decimal(p,s), date, timestamp, bool, string")
+    q.add_argument("--key", metavar="C1,C2", help="the key columns (NOT NULL; unique among the rows, a row found "
+                   "by MOUNT/tables/NAME/key/V1,V2); the same as a 'key(C1,C2)' item of the schema")
     q = sub(grp, "list", cmd_list, "list the tables of a mount")
     q.add_argument("mount", help="the mount point (or its tables folder)")
     q = sub(grp, "show", cmd_show, "a table's status: schema, rows, version, pages, bytes per column")
