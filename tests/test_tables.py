@@ -259,3 +259,18 @@ def test_a_key_finds_its_row_and_refuses_repeats(store):
     assert ex.value.row == 1 and table.rec.rows == 3
     store.append(table, [[7], ["q"], [None]])
     assert table.rec.rows == 4
+
+
+def test_a_projection_reads_only_its_minipages(store):
+    """Bytes read from the volume by a view: exactly its columns' minipages, nothing else."""
+    table = store.create(b"wide", "a int64, b string, c float64, d date")
+    n = 40000
+    store.append(table, [list(range(n)), [f"text {i}" for i in range(n)], [i / 7 for i in range(n)],
+                         [i % 3000 for i in range(n)]])
+    for cols in ([0], [2, 0], [1], [0, 1, 2, 3]):
+        before = store.bytes_read
+        _render(store, table, cols, "csv")
+        want = sum(e.minis[c].length for e in table.pages for c in cols)
+        assert store.bytes_read - before == want, cols
+    total = sum(e.minis[c].length for e in table.pages for c in range(4))
+    assert sum(e.minis[0].length for e in table.pages) < total / 3
