@@ -274,3 +274,28 @@ def test_a_projection_reads_only_its_minipages(store):
         assert store.bytes_read - before == want, cols
     total = sum(e.minis[c].length for e in table.pages for c in range(4))
     assert sum(e.minis[0].length for e in table.pages) < total / 3
+
+
+def test_an_append_that_does_not_fit_changes_nothing(tmp_path):
+    """A batch of many PAX pages that runs out of space half-way: ENOSPC, no row appended, no
+    page kept (one transaction, aborted), and the table takes a batch that fits afterwards."""
+    dev = create_image(str(tmp_path / "fs.img"), 24 * MiB)
+    FileSystem.mkfs(dev, log_size=4 * MiB)
+    fs = FileSystem.open(dev)
+    store = fs._root_names[b"tables"].store
+    table = store.create(b"t", "a int64, b string")
+    store.append(table, [[1], ["one"]])
+    free = fs.e.free_pages()
+    n = 600000  # ~ 40 MB: twice the free space
+    with pytest.raises(FsError) as ex:
+        store.append(table, [list(range(n)), ["x" * 60] * n])
+    assert ex.value.errno == errno.ENOSPC
+    assert (table.rec.rows, table.rec.version, len(table.pages)) == (1, 1, 1)
+    assert fs.e.free_pages() == free
+    store.append(table, [[2], ["two"]])
+    assert _render(store, table, [0, 1], "csv") == b"a,b\n1,one\n2,two\n"
+    fs.close()
+    fs = FileSystem.open(dev)
+    assert fs._root_names[b"tables"].store.get(b"t").rec.rows == 2
+    fs.close()
+    dev.close()
