@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("traxfs.fs")
 
-RESERVED_ROOT_DIRS = (b"queues", b"tables")  # created by mkfs; filled by later layers
-
 
 def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where: str) -> str:
     """Format ``dev`` with an empty filesystem (see ``FileSystem.mkfs``); returns its UUID."""
@@ -44,10 +42,7 @@ def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where:
         trees["dirents"].put(tx, dirent_key(ROOT_INO, b".."), U64.pack(ROOT_INO) + U64.pack(0))
         trees["meta"].put(tx, KEY_NEXT_INO, U64.pack(ROOT_INO + 1))
         eng.commit(tx)
-        fs = cls(eng, trees, sb)
-        for name in RESERVED_ROOT_DIRS:
-            fs.mkdir(ROOT_INO, name, 0o755, 0, 0)
-        fs.close()
+        cls(eng, trees, sb).close()
     except BaseException:
         if not eng.closed:
             eng.unclean_shutdown()
@@ -114,6 +109,8 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
             if eng.crashed:
                 fs.lifetime.give_back_after_crash()
         fs.inodes.start_flusher(commit_interval / 2)
+        if not checking:
+            fs.queues.start(commit_interval)
     except PageCorrupt as e:
         eng.unclean_shutdown()
         raise FsDamaged(where, str(e)) from None

@@ -500,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .scrub_cmd import add_parser as add_scrub_parser
 
     add_scrub_parser(top, sub)
+    from .queue_cmd import add_parser as add_queue_parser
+
+    add_queue_parser(top, sub)
     from .table_cmd import add_parsers as add_table_parsers
 
     add_table_parsers(top, sub, common)

@@ -20,12 +20,12 @@ from . import cli_types
 OPTIONS = {
     "--block-size": ("block_size", cli_types.size, "bytes per block (default 128K); " + cli_types.SIZE_HELP),
     "--max-record": ("max_record_bytes", cli_types.size, "the longest record accepted, its newline included "
-                                                         "(default 1M)"),
+                                                         "(default 1M; suffixes K M G T P)"),
     "--retain-age": ("retain_age_seconds", cli_types.duration(0, MAX_RETAIN_SECONDS, optional=True),
                      "history kept for replay by age, e.g. 1h, or none (default 1h)"),
     "--retain-count": ("retain_count", cli_types.big_count(1, MAX_COUNT, optional=True),
                        "history kept for replay by count, e.g. 10M, or none (default none)"),
-    "--seal-bytes": ("seal_bytes", cli_types.size, "a segment is sealed at this size (default 64M)"),
+    "--seal-bytes": ("seal_bytes", cli_types.size, "a segment is sealed at this size (default 64M; suffixes K M G T P)"),
     "--seal-seconds": ("seal_seconds", cli_types.duration(0.01, 86400),
                        "... or this long after its first record, e.g. 5 or 2m (default 5)"),
 }
