@@ -358,7 +358,7 @@ class TablesSubtree(Subtree):
                 raise FsError(errno.EPERM, "only files and folders can be made here")
             parent_node = entry.nodes.get(kind) if entry.table is not None else None
             if parent_node is None or not parent_node.is_dir or kind == REJECTED:
-                if kind in (DIR, COLUMNS) or kind == REJECTED:
+                if kind in (DIR, COLUMNS, KEYS, REJECTED):
                     raise FsError(errno.EPERM, "files are made in ingest/ only")
                 raise FsError(errno.ENOTDIR, "not a directory")
             if name in parent_node.children:
