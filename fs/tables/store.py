@@ -85,6 +85,7 @@ class Table:
         self.schema: Schema = parse_schema(rec.schema_text)
         self.pages = pages
         self.readers = 0
+        self.bytes_read = 0  # minipage bytes read from the volume by this process (views, lookups)
         self.removed = False
         self._snap = Snapshot(rec.version, rec.rows, tuple(pages), rec.totals)
 
@@ -308,6 +309,7 @@ class TableStore:
         pos = entry.page * PAGE_SIZE + m.offset
         data = self.io.raw.read(pos, m.length)
         self.bytes_read += m.length
+        table.bytes_read += m.length
         try:
             check_minipage(data, m.crc, where)
         except PaxDamaged:

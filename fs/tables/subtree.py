@@ -613,7 +613,8 @@ class TablesSubtree(Subtree):
                 "bytes": {c.name: {"stored": t.stored, "csv": t.csv_bytes, "json": t.json_bytes}
                           for c, t in zip(table.schema.columns, rec.totals, strict=True)},
                 "created_ms": rec.created_ms, "last_ingest_ms": rec.last_ingest_ms or None,
-                "placement": self.store.placement(), "ingests": entry.ingests,
+                "placement": self.store.placement(), "volume_bytes_read": table.bytes_read,
+                "ingests": entry.ingests,
                 "rejected": entry.rejections,
             })
         return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
