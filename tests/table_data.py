@@ -16,9 +16,18 @@ TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_siz
     st.sampled_from(["", ",", '"', '""', "a\nb", "a\r\nb", " x ", "ü,\"é\"", "null", "\t"])
 
 
-def schemas(max_columns: int = 6, line_breaks: bool = True) -> st.SearchStrategy[Schema]:
-    return st.lists(st.tuples(NAMES, TYPES, st.booleans()), min_size=1, max_size=max_columns,
+def schemas(max_columns: int = 6, keys: bool = False) -> st.SearchStrategy[Schema]:
+    """Random schemas; with ``keys``, some with a key (of NOT NULL, non-float columns)."""
+    base = st.lists(st.tuples(NAMES, TYPES, st.booleans()), min_size=1, max_size=max_columns,
                     unique_by=lambda c: c[0]).map(lambda cols: Schema(tuple(Column(n, t, nl) for n, t, nl in cols)))
+    if not keys:
+        return base
+
+    def with_key(s: Schema) -> st.SearchStrategy[Schema]:
+        able = [i for i, c in enumerate(s.columns) if not c.nullable and c.type.kind != "float64"]
+        return st.lists(st.sampled_from(able), unique=True, max_size=3).map(lambda k: Schema(s.columns, tuple(k))) \
+            if able else st.just(s)
+    return base.flatmap(with_key)
 
 
 def value(t: ColType, line_breaks: bool = True) -> st.SearchStrategy:

@@ -118,3 +118,28 @@ def test_scrub_verifies_pax_pages(tmp_path):
     assert rep.unrepairable == [f"table id {store.get(b't').rec.tid}: PAX page 0 (device page {e.page}): "
                                 "no good copy"], rep.as_dict()
     fs.close()
+
+
+def test_fsck_checks_the_key_index(tmp_path):
+    from traxfs.fs.tables.index import table_range
+
+    path = str(tmp_path / "fs.img")
+    dev = create_image(path, 64 * MiB)
+    FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    store = fs._root_names[b"tables"].store
+    t = store.create(b"k", "a int64 not null, b string, key(a)")
+    store.append(t, [list(range(5000)), ["x"] * 5000])
+    fs.close()
+    rep = check_device(ImageFileDevice(path), repair=False, where=path)
+    assert rep.exit_code == EXIT_CLEAN, rep.as_dict()
+    fs = FileSystem.open(ImageFileDevice(path))
+    store = fs._root_names[b"tables"].store
+    key = next(iter(store.t["keys"].keys(*table_range(store.get(b"k").rec.tid))))
+    tx = store.io.begin()
+    store.t["keys"].delete(tx, key)
+    store.io.commit(tx, durable=True)
+    fs.close()
+    rep = check_device(ImageFileDevice(path), repair=False, where=path)
+    assert rep.exit_code == EXIT_UNCORRECTED and rep.problems == [
+        "tables: table k: the key index disagrees with the rows (1 key(s) missing, 0 extra, 0 naming the wrong row)"]

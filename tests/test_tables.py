@@ -10,15 +10,17 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from table_data import columns_of, rows, schemas
+from table_data import TYPES, columns_of, rows, schemas, value
 
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.tables.ingest import IngestError, parse_csv, parse_jsonl
+from traxfs.fs.tables.keys import key_bytes
 from traxfs.fs.tables.pax import PaxDamaged, decode_column, encode, parse_header
 from traxfs.fs.tables.render import ViewReader, view_size
 from traxfs.fs.tables.schema import SchemaError, parse_schema
-from traxfs.fs.tables.store import TableStore
+from traxfs.fs.tables.store import KeyConflict, TableStore
+from traxfs.fs.tables.values import csv_printer, json_printer, printed_bytes, printed_texts
 from traxfs.volume.device import create_image
 
 MiB = 1 << 20
@@ -27,7 +29,7 @@ QUICK = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCh
 
 # ----- schema -------------------------------------------------------------------------------------
 @QUICK
-@given(schemas(max_columns=8))
+@given(schemas(max_columns=8, keys=True))
 def test_schema_text_round_trip(schema):
     assert parse_schema(schema.text()) == schema
 
@@ -38,6 +40,9 @@ def test_schema_parses_spacing_and_case():
 
 
 @pytest.mark.parametrize("text, words", [
+    ("a int64, key(a)", "must be declared not null"), ("a int64 not null, key(b)", "no column"),
+    ("a float64 not null, key(a)", "float64 cannot be a key"), ("a int64 not null, key(a), key(a)", "second key"),
+    ("a int64 not null, key(a,a)", "twice"), ("key(a)", "no columns"),
     ("", "empty"), ("a", "not 'name type"), ("a int64, a string", "twice"), ("a int128", "unknown type"),
     ("a decimal", "precision"), ("a decimal(19,2)", "1 <= p <= 18"), ("a decimal(3,4)", "s <= p"),
     ("1a int64", "column name"), ("a int64(3,1)", "no parameters"), ("a-b int64", "column name"),
@@ -73,6 +78,19 @@ def test_pax_header_damage_is_caught():
 
 
 # ----- parsing and printing -----------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(TYPES.flatmap(lambda t: st.tuples(st.just(t), st.lists(st.none() | value(t), max_size=20))))
+def test_bulk_printing_equals_value_by_value(tv):
+    """The column-at-a-time sizes and texts (what appends and views use) equal the printers'."""
+    t, vals = tv
+    present = [v for v in vals if v is not None]
+    csv_show, json_show = csv_printer(t), json_printer(t)
+    assert printed_bytes(t, present) == (sum(len(csv_show(v).encode()) for v in present),
+                                         sum(len(json_show(v).encode()) for v in present))
+    assert printed_texts(t, vals, "csv") == ["" if v is None else csv_show(v) for v in vals]
+    assert printed_texts(t, vals, "jsonl") == ["null" if v is None else json_show(v) for v in vals]
+
+
 def _render(store, table, cols, fmt) -> bytes:
     reader = ViewReader(store, table, table.snapshot(), cols, fmt, "t")
     return reader.read(0, reader.size + 10)
@@ -222,5 +240,62 @@ def test_crash_keeps_committed_appends(tmp_path):
     table = store.get(b"t")
     assert table.rec.rows == 1000 and store.ingested(table, b"one.csv") is not None
     assert _render(store, table, [0], "csv") == b"a\n" + b"".join(b"%d\n" % i for i in range(1000))
+    fs.close()
+    dev.close()
+
+
+def test_a_key_finds_its_row_and_refuses_repeats(store):
+    table = store.create(b"k", "a int64 not null, b string not null, c date, key(b,a)")
+    store.append(table, [[1, 2, 3], ["x", "y", "x"], [None, 5, 6]])
+    k = key_bytes(table.schema, table.rec.tid, [[2], ["y"], [None]])[0]
+    page, row = store.find(table, k)
+    assert row == 1 and store.column(table, page, 2, "t")[row] == 5
+    assert store.find(table, key_bytes(table.schema, table.rec.tid, [[2], ["x"], [None]])[0]) is None
+    with pytest.raises(KeyConflict, match=r"row|already in the table") as ex:
+        store.append(table, [[9, 3], ["z", "x"], [None, None]])
+    assert ex.value.row == 1 and table.rec.rows == 3  # nothing appended
+    with pytest.raises(KeyConflict, match="already in this file") as ex:
+        store.append(table, [[7, 7], ["q", "q"], [None, None]])
+    assert ex.value.row == 1 and table.rec.rows == 3
+    store.append(table, [[7], ["q"], [None]])
+    assert table.rec.rows == 4
+
+
+def test_a_projection_reads_only_its_minipages(store):
+    """Bytes read from the volume by a view: exactly its columns' minipages, nothing else."""
+    table = store.create(b"wide", "a int64, b string, c float64, d date")
+    n = 40000
+    store.append(table, [list(range(n)), [f"text {i}" for i in range(n)], [i / 7 for i in range(n)],
+                         [i % 3000 for i in range(n)]])
+    for cols in ([0], [2, 0], [1], [0, 1, 2, 3]):
+        before = store.bytes_read
+        _render(store, table, cols, "csv")
+        want = sum(e.minis[c].length for e in table.pages for c in cols)
+        assert store.bytes_read - before == want, cols
+    total = sum(e.minis[c].length for e in table.pages for c in range(4))
+    assert sum(e.minis[0].length for e in table.pages) < total / 3
+
+
+def test_an_append_that_does_not_fit_changes_nothing(tmp_path):
+    """A batch of many PAX pages that runs out of space half-way: ENOSPC, no row appended, no
+    page kept (one transaction, aborted), and the table takes a batch that fits afterwards."""
+    dev = create_image(str(tmp_path / "fs.img"), 24 * MiB)
+    FileSystem.mkfs(dev, log_size=4 * MiB)
+    fs = FileSystem.open(dev)
+    store = fs._root_names[b"tables"].store
+    table = store.create(b"t", "a int64, b string")
+    store.append(table, [[1], ["one"]])
+    free = fs.e.free_pages()
+    n = 600000  # ~ 40 MB: twice the free space
+    with pytest.raises(FsError) as ex:
+        store.append(table, [list(range(n)), ["x" * 60] * n])
+    assert ex.value.errno == errno.ENOSPC
+    assert (table.rec.rows, table.rec.version, len(table.pages)) == (1, 1, 1)
+    assert fs.e.free_pages() == free
+    store.append(table, [[2], ["two"]])
+    assert _render(store, table, [0, 1], "csv") == b"a,b\n1,one\n2,two\n"
+    fs.close()
+    fs = FileSystem.open(dev)
+    assert fs._root_names[b"tables"].store.get(b"t").rec.rows == 2
     fs.close()
     dev.close()

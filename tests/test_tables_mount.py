@@ -251,3 +251,74 @@ def test_sigkill_in_the_middle_of_an_ingest_is_all_or_nothing(tmp_path):
         ingest(t, "big.csv", body)  # the writer retries: lands once either way
         s = status(t)
         assert s["rows"] == n and (t / "rows.csv").stat().st_size == len(body), (outcome, rows_now, s)
+
+
+def test_trax_table_commands(m):
+    from fsmount import trax
+
+    path = str(m.mp / "tables" / "cli")
+    r = trax("table", "create", path, "--schema", "a int64 not null, b string", home=m.home)
+    assert r.returncode == 0 and "table cli created: a int64 not null, b string" in r.stdout
+    r = trax("--json", "table", "create", str(m.mp / "tables" / "cli2"), "--schema", "a int99", home=m.home,
+             check=False)
+    assert r.returncode == 1 and "unknown type 'int99'" in json.loads(r.stdout)["error"]
+    assert not (m.mp / "tables" / "cli2").exists()  # nothing created
+    ingest(m.mp / "tables" / "cli", "x.csv", b"a,b\n1,x\n2,y\n")
+    r = trax("--json", "table", "list", str(m.mp), home=m.home)
+    assert {d["table"]: d["rows"] for d in json.loads(r.stdout) if d["table"] == "cli"} == {"cli": 2}
+    r = trax("table", "show", path, home=m.home)
+    assert "rows      2" in r.stdout and "schema    a int64 not null, b string" in r.stdout
+    assert trax("table", "remove", path, home=m.home).returncode == 0
+    assert trax("table", "show", path, home=m.home, check=False).returncode == 1
+    r = trax("table", "create", str(m.mp / "nottables" / "x"), "--schema", "a int64", home=m.home, check=False)
+    assert r.returncode == 2 and "MOUNT/tables/NAME" in r.stderr
+
+
+def test_concurrent_ingests_land_every_row_once(m):
+    t = new_table(m, "w int32 not null, i int64 not null")
+    errors: list = []
+
+    def writer(w: int) -> None:
+        try:
+            for k in range(5):
+                ingest(t, f"w{w}-{k}.csv", b"w,i\n" + b"".join(b"%d,%d\n" % (w, k * 1000 + i) for i in range(1000)))
+        except OSError as ex:
+            errors.append(ex)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors
+    cols = parse_csv(parse_schema("w int32 not null, i int64 not null"), (t / "rows.csv").read_bytes())
+    assert sorted(zip(*cols, strict=True)) == [(w, i) for w in range(4) for i in range(5000)]
+    assert status(t)["version"] == 20
+
+
+def test_lookup_by_key(m):
+    t = new_table(m, "order int64 not null, line int32 not null, note string, key(order,line)")
+    assert "key" in os.listdir(t) and os.listdir(t / "key") == []
+    ingest(t, "a.csv", b'order,line,note\n1,1,"a, b"\n1,2,\n2,1,x\n')
+    assert (t / "key" / "1,2").read_bytes() == b"order,line,note\n1,2,\n"
+    assert (t / "key" / "1,1").read_bytes() == b'order,line,note\n1,1,"a, b"\n'
+    assert (t / "key" / "2,1").stat().st_size == len(b"order,line,note\n2,1,x\n")
+    for missing in ("3,1", "1", "x,1", "1,2,3"):
+        assert not (t / "key" / missing).exists()
+    ingest(t, "b.csv", b"order,line,note\n5,5,new\n2,1,again\n")  # a key already in the table
+    err = (t / "ingest" / ".rejected" / "b.csv.error").read_text()
+    assert "row 2 (not counting the header): key (order,line) = (2,1) is already in the table" in err, err
+    assert status(t)["rows"] == 3 and not (t / "key" / "5,5").exists()
+    nokey = new_table(m, "a int64")
+    assert "key" not in os.listdir(nokey) and not (nokey / "key").exists()
+
+
+def test_trax_table_create_with_a_key(m):
+    from fsmount import trax
+
+    path = m.mp / "tables" / "keyed"
+    trax("table", "create", str(path), "--schema", "a int64 not null, b string", "--key", "a", home=m.home)
+    assert (path / "schema").read_text() == "a int64 not null, b string, key(a)\n"
+    r = trax("table", "create", str(m.mp / "tables" / "bad"), "--schema", "a int64", "--key", "a", home=m.home,
+             check=False)
+    assert r.returncode == 1 and "must be declared not null" in r.stderr

@@ -4,7 +4,8 @@ Per table: its PAX pages are numbered 0, 1, 2, ... without a gap; each is alloca
 other page, reads back with a valid header (magic, version, crc32c) naming this table and
 sequence number, the rows and minipage directory its index entry says, and every minipage's
 checksum; the table's record agrees with its pages (rows, pages, engine pages, per-column
-totals, no page newer than the table's version). No entry of any tree belongs to a table id
+totals, no page newer than the table's version); a table with a key has exactly its rows' keys
+in the key index, each naming its row. No entry of any tree belongs to a table id
 that does not exist. Nothing is repaired: the rows are the user's, and a damaged PAX page cannot
 be rebuilt; a mirror's good copy replaces a damaged leg (scrub).
 
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 from ..engine.page import PAGE_SIZE
 from ..queues.engine_io import tree_headers
 from ..struct.btree_salvage import salvage
-from .index import DOOMED, PREFIX, TREES, U64, U64X2, PageEntry, table_range
+from .index import ALL_TREES, DOOMED, PREFIX, U64, U64X2, PageEntry, table_range
+from .keys import ROW_REF, key_bytes
 from .pax import PaxDamaged, minipage_ok, parse_header
 
 
@@ -37,7 +39,7 @@ class TableCheck:
 def owned_pages(engine) -> set[int]:
     """Every page the table store owns (its trees' and its PAX pages'), without opening it."""
     out: set[int] = set()
-    for header in tree_headers(engine, TREES, PREFIX).values():
+    for header in tree_headers(engine, ALL_TREES, PREFIX).values():
         if header is not None:
             out |= salvage(engine, header).pages
     for _, _, e in pax_pages(engine):
@@ -85,6 +87,26 @@ def _page_problems(tid: int, seq: int, entry: PageEntry, data: bytes, where: str
     return out
 
 
+def _keys(store, table, entries: list[tuple[int, PageEntry]], label: str) -> list[str]:
+    """The key index holds exactly the keys of the table's rows, each naming its row."""
+    want: dict[bytes, tuple[int, int]] = {}
+    for seq, e in entries:
+        cols = [store.column(table, e, k, f"{label}: PAX page {seq}") if k in table.schema.key else [None] * e.rows
+                for k in range(len(table.schema.columns))]
+        for row, k in enumerate(key_bytes(table.schema, table.rec.tid, cols)):
+            if k in want:
+                return [f"{label}: a key value appears in two rows (PAX page {seq}, row {row})"]
+            want[k] = (seq, row)
+    lo, hi = table_range(table.rec.tid)
+    have = {k: ROW_REF.unpack(v) for k, v in store.t["keys"].items(lo, hi)}
+    if have != want:
+        missing, extra = len(want.keys() - have.keys()), len(have.keys() - want.keys())
+        wrong = sum(1 for k in want.keys() & have.keys() if want[k] != have[k])
+        return [f"{label}: the key index disagrees with the rows ({missing} key(s) missing, {extra} extra, "
+                f"{wrong} naming the wrong row)"]
+    return []
+
+
 def check_tables(store) -> TableCheck:
     """Check every table of ``store`` (opened for checking); see the module's text."""
     out = TableCheck()
@@ -124,6 +146,8 @@ def check_tables(store) -> TableCheck:
                 t[0] += m.length
                 t[1] += m.csv_bytes
                 t[2] += m.json_bytes
+        if table.schema.key:
+            out.problems += _keys(store, table, entries, label)
         n_rows = sum(e.rows for _, e in entries)
         want = (rec.rows, rec.npages, rec.engine_pages, [list(t) for t in rec.totals])
         have = (n_rows, len(entries), sum(e.pages for _, e in entries), totals)
@@ -133,7 +157,7 @@ def check_tables(store) -> TableCheck:
         rows += n_rows
         pages += len(entries)
     doomed = {U64.unpack(k[len(DOOMED) :])[0] for k in store.t["tables"].keys(DOOMED, DOOMED + b"\xff")}
-    for tree in ("pages", "ingested"):
+    for tree in ("pages", "keys", "ingested"):
         stray = {U64.unpack(k[:8])[0] for k in store.t[tree].keys()} - tids - doomed
         for tid in sorted(stray):
             out.problems.append(f"tree t.{tree}: entries of table id {tid}, which does not exist")

@@ -11,6 +11,8 @@ pages       table id + sequence       :class:`PageEntry`: where a PAX page is, i
                                       table version that added it, its minipage directory
 ingested    table id + file name      :class:`IngestRecord`: the file's size and crc32c, the
                                       version and rows it added (exactly-once ingest)
+keys        table id + key bytes      the row's PAX page sequence number (u64) and row (u32),
+                                      big-endian (tables with a key; ``keys.py``)
 ==========  ========================  =========================================================
 
 Keys are big-endian, so a table's entries are adjacent and in order. Names hold no NUL, so the
@@ -24,7 +26,8 @@ from typing import NamedTuple
 
 from .pax import MiniPage
 
-TREES = ("tables", "pages", "ingested")
+TREES = ("tables", "pages", "ingested")  # a store exists when these do
+ALL_TREES = TREES + ("keys",)  # (made at the next open where missing)
 PREFIX = "t"
 RECORD_VERSION = 1
 U64 = struct.Struct(">Q")

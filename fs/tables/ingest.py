@@ -18,10 +18,11 @@ import decimal
 import io
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 
-from .schema import Schema
-from .values import json_parser, text_parser
+from .schema import ColType, Schema
+from .values import INT_RANGES, json_parser, text_parser
 
 
 class IngestError(ValueError):
@@ -45,18 +46,27 @@ def _decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _records_plain(text: str) -> list[tuple[int, list]]:
-    """(line, fields) of every record, for text without ``""`` (then an empty field can only be
-    unquoted: NULL): the C reader of the standard library."""
-    out = []
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    line = 1
+def _records_plain(text: str) -> list[list[str]]:
+    """Every record's fields, for text without ``""`` (then an empty field can only be unquoted:
+    NULL, kept here as ``""``): the C reader of the standard library."""
     try:
-        for fields in reader:
-            out.append((line, [f if f != "" else None for f in fields]))
-            line = reader.line_num + 1
+        return list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as ex:
-        raise IngestError(line, 0, f"malformed CSV in the record starting here: {ex}") from None
+        lines = _plain_lines(text)
+        raise IngestError(lines[-1] if lines else 1, 0, f"malformed CSV in the record starting here: {ex}") from None
+
+
+def _plain_lines(text: str) -> list[int]:
+    """The line each record of :func:`_records_plain` starts on (up to a malformed one, whose
+    line is the last)."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    out, line = [], 1
+    try:
+        for _ in reader:
+            out.append(line)
+            line = reader.line_num + 1
+    except csv.Error:
+        out.append(line)
     return out
 
 
@@ -98,76 +108,106 @@ def parse_csv(schema: Schema, data: bytes) -> list[list]:
     if not text.strip():
         return [[] for _ in schema.columns]
     if '""' in text:
-        records = _records_quoted(text)
+        found = _records_quoted(text)
+        records, null = [f for _, f in found], None
+        all_lines: Callable[[], list[int]] = lambda: [line for line, _ in found]  # noqa: E731
     else:
-        records = _records_plain(text)
-    records = _blank_lines(records)
+        records, null = _records_plain(text), ""
+        all_lines = partial(_plain_lines, text)
+    origin = None  # kept record -> its index among all records (None: the same)
+    if [] in records:  # blank lines: see _blank_lines
+        origin = _blank_lines(records)
+        records = [records[i] or [null] for i in origin]
     if not records:
         return [[] for _ in schema.columns]
-    hline, head = records[0]
-    order = _header(schema, hline, head)
+
+    def line_of(k: int) -> int:
+        """The line record ``k`` (0: the header) starts on."""
+        return all_lines()[k if origin is None else origin[k]]
+
+    head = records[0]
+    try:
+        order = _header(schema, head)
+    except IngestError as ex:
+        raise IngestError(line_of(0), ex.column, ex.reason) from None
     rows = records[1:]
     width = len(head)
-    if width == 1:  # a blank line of a one-column file is a NULL (as the one-column views print it)
-        rows = [(line, fields or [None]) for line, fields in rows]
-    for line, fields in rows:
-        if len(fields) != width:
-            raise IngestError(line, min(len(fields), width) + 1,
-                              f"{len(fields)} fields where the header has {width}")
-    lines = [line for line, _ in rows]
+    if set(map(len, rows)) - {width}:
+        k = next(k for k, r in enumerate(rows) if len(r) != width)
+        raise IngestError(line_of(k + 1), min(len(rows[k]), width) + 1,
+                          f"{len(rows[k])} fields where the header has {width}")
+    raw_columns = list(zip(*rows, strict=True)) if rows else [()] * width
     columns: list[list] = [[] for _ in schema.columns]
     for field, col in enumerate(order):
         c = schema.columns[col]
-        raw = [fields[field] for _, fields in rows]
-        columns[col] = _convert(raw, text_parser(c.type), c.nullable, lines, f"{field + 1} ({c.name})")
+        columns[col] = _convert(raw_columns[field], c.type, c.nullable, null,
+                                lambda k: line_of(k + 1), f"{field + 1} ({c.name})")
     return columns
 
 
-def _blank_lines(records: list[tuple[int, list]]) -> list[tuple[int, list]]:
-    """Blank lines (records without fields) before the header are dropped; after it they stay
-    only in a one-column file (see :func:`parse_csv`), and are dropped otherwise."""
-    while records and not records[0][1]:
-        records = records[1:]
-    if records and len(records[0][1]) == 1:
-        return records
-    return [r for r in records if r[1]]
+def _blank_lines(records: list[list]) -> list[int]:
+    """The indices of the records to keep: blank lines (records without fields) before the
+    header are dropped; after it they stay only in a one-column file, where a blank line is a
+    NULL (as the one-column views print it), and are dropped otherwise."""
+    first = next((i for i, r in enumerate(records) if r), None)
+    if first is None:
+        return []
+    one = len(records[first]) == 1
+    return [first] + [i for i in range(first + 1, len(records)) if one or records[i]]
 
 
-def _header(schema: Schema, line: int, head: list) -> list[int]:
+def _header(schema: Schema, head: list) -> list[int]:
     """The schema column of each header field; every column must be there once."""
     order, seen = [], set()
     for k, name in enumerate(head, 1):
         try:
             col = schema.index(name or "")
         except KeyError:
-            raise IngestError(line, k, f"header names {name!r}, which is no column of the table "
+            raise IngestError(0, k, f"header names {name!r}, which is no column of the table "
                                        f"({', '.join(schema.names)})") from None
         if col in seen:
-            raise IngestError(line, k, f"header names {name!r} twice")
+            raise IngestError(0, k, f"header names {name!r} twice")
         seen.add(col)
         order.append(col)
     missing = [c.name for i, c in enumerate(schema.columns) if i not in seen]
     if missing:
-        raise IngestError(line, 0, f"the header lacks column(s) {', '.join(missing)}")
+        raise IngestError(0, 0, f"the header lacks column(s) {', '.join(missing)}")
     return order
 
 
-def _convert(raw: list, parse: Callable, nullable: bool, lines: list[int], where: str) -> list:
-    """One column's field texts → values; the first bad one raises with its line."""
-    if nullable or None not in raw:
-        try:
-            return [None if v is None else parse(v) for v in raw]
-        except (ValueError, OverflowError):
-            pass
+def _convert(raw: Sequence, t: ColType, nullable: bool, null: str | None, line_of: Callable[[int], int],
+             where: str) -> list:
+    """One column's fields → values (``null``: what a NULL field is, ``""`` or None); the first
+    bad one raises with its line. Strings need no conversion (the text is valid UTF-8); values
+    of other types are converted once per distinct text."""
+    try:
+        if t.kind == "string":
+            out = [v or None for v in raw] if null == "" else list(raw)
+        elif t.kind in ("int32", "int64"):
+            out = list(map(int, raw)) if null not in raw else [int(v) if v else None for v in raw] if null == "" \
+                else [None if v is None else int(v) for v in raw]
+            present = [v for v in out if v is not None] if None in out else out
+            lo, hi = INT_RANGES[t.kind]
+            if present and (min(present) < lo or max(present) > hi):
+                raise ValueError("out of range")
+        else:
+            parse = text_parser(t)
+            memo = {v: parse(v) for v in set(raw) if v != null}
+            out = list(map(memo.get, raw))
+        if nullable or None not in out:
+            return out
+    except (ValueError, OverflowError):
+        pass
+    parse = text_parser(t)
     for k, v in enumerate(raw):
-        if v is None:
+        if v == null or (null == "" and v is None):
             if not nullable:
-                raise IngestError(lines[k], where, "NULL in a NOT NULL column")
+                raise IngestError(line_of(k), where, "NULL in a NOT NULL column")
             continue
         try:
             parse(v)
         except (ValueError, OverflowError) as ex:
-            raise IngestError(lines[k], where, str(ex)) from None
+            raise IngestError(line_of(k), where, str(ex)) from None
     raise AssertionError("a conversion failed, then every value converted")
 
 

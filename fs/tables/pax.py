@@ -23,13 +23,14 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import NamedTuple
 
 import crc32c
 
 from ..errors import FsError
 from .schema import ColType, Schema
-from .values import csv_printer, json_printer
+from .values import printed_bytes
 
 MAGIC = b"TRAXPAX1"
 VERSION = 1
@@ -69,29 +70,23 @@ def _encode_column(t: ColType, values: Sequence) -> tuple[bytes, int, int]:
     """(minipage, CSV bytes, JSON bytes) of one column's values."""
     rows = len(values)
     nulls = bytearray(_pad8((rows + 7) // 8))
-    csv_show, json_show = csv_printer(t), json_printer(t)
-    csv_n = json_n = 0
-    present = []
-    for i, v in enumerate(values):
-        if v is None:
-            nulls[i >> 3] |= 1 << (i & 7)
-            json_n += 4
-        else:
-            present.append(v)
-            csv_n += len(csv_show(v).encode())
-            json_n += len(json_show(v).encode())
+    present = values
+    if None in values:
+        present = []
+        for i, v in enumerate(values):
+            if v is None:
+                nulls[i >> 3] |= 1 << (i & 7)
+            else:
+                present.append(v)
+    csv_n, json_n = printed_bytes(t, present)
+    json_n += 4 * (rows - len(present))
     if t.kind == "string":
-        blob = bytearray()
+        encoded = [b"" if v is None else v.encode() for v in values]
         offs = array("I", [0])
-        for v in values:
-            if v is not None:
-                blob += v.encode()
-            offs.append(len(blob))
-        body = offs.tobytes() + bytes(blob)
+        offs.extend(accumulate(map(len, encoded)))
+        body = offs.tobytes() + b"".join(encoded)
     else:
-        code = _FIXED[t.kind]
-        body = array(code, [0 if v is None else v for v in values]).tobytes() if present else \
-            bytes(array(code).itemsize * rows)
+        body = array(_FIXED[t.kind], values if present is values else [0 if v is None else v for v in values]).tobytes()
     return bytes(nulls) + body, csv_n, json_n
 
 

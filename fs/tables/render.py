@@ -25,7 +25,7 @@ from ..errors import FsError
 from .index import PageEntry
 from .schema import Schema
 from .store import Snapshot, Table, TableStore
-from .values import csv_printer, json_printer
+from .values import printed_texts
 
 FORMATS = ("csv", "jsonl")
 
@@ -66,14 +66,13 @@ def render_page(store: TableStore, table: Table, entry: PageEntry, cols: Sequenc
     schema = table.schema
     texts = []
     for c in cols:
-        values = store.column(table, entry, c, f"{where}: column {schema.columns[c].name}")
-        show = (csv_printer if fmt == "csv" else json_printer)(schema.columns[c].type)
-        null = "" if fmt == "csv" else "null"
-        if fmt == "csv":
-            texts.append([null if v is None else show(v) for v in values])
-        else:
-            key = json.dumps(schema.columns[c].name) + ": "
-            texts.append([key + (null if v is None else show(v)) for v in values])
+        col = schema.columns[c]
+        values = store.column(table, entry, c, f"{where}: column {col.name}")
+        printed = printed_texts(col.type, values, fmt)
+        if fmt != "csv":
+            key = json.dumps(col.name) + ": "
+            printed = [key + v for v in printed]
+        texts.append(printed)
     if fmt == "csv":
         lines = map(",".join, zip(*texts, strict=True))
         out = ("\n".join(lines) + "\n").encode() if entry.rows else b""
@@ -124,3 +123,14 @@ class ViewReader:
             off += len(piece)
             k += 1
         return b"".join(out)
+
+
+def render_row(store: TableStore, table: Table, entry: PageEntry, row: int, where: str) -> bytes:
+    """One row of a PAX page as CSV with a header (a lookup by key): every column's minipage is
+    read and verified, and the row's value taken."""
+    schema = table.schema
+    fields = []
+    for c, col in enumerate(schema.columns):
+        value = store.column(table, entry, c, f"{where}: column {col.name}")[row]
+        fields.append(printed_texts(col.type, [value], "csv")[0])
+    return header(schema, range(len(schema.columns)), "csv") + (",".join(fields) + "\n").encode()

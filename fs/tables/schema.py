@@ -7,7 +7,8 @@ decimal(12,2), shipped date, note string``. Types: ``int32``, ``int64``, ``float
 ``timestamp`` (microseconds, UTC), ``bool``, ``string`` (UTF-8, any length). Keywords are
 case-insensitive; column names are identifiers (letters, digits, ``_``; not starting with a
 digit), case-sensitive and unique, so they can name a projection file (``a,b.csv``) without
-quoting. :func:`parse_schema` and :meth:`Schema.text` round-trip: the printed form is canonical.
+quoting. An optional item ``key(c1, c2)`` names the table's key: NOT NULL columns, not
+float64, whose values are unique among the table's rows and find a row (``key/V1,V2``). :func:`parse_schema` and :meth:`Schema.text` round-trip: the printed form is canonical.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ MAX_COLUMNS = 1000
 NAME_MAX = 128
 KINDS = ("int32", "int64", "float64", "decimal", "date", "timestamp", "bool", "string")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_KEY = re.compile(r"\s*key\s*\(([^()]*)\)\s*\Z", re.IGNORECASE)
 _COLUMN = re.compile(r"\s*(\S+)\s+([A-Za-z0-9]+)\s*(?:\(\s*(\d+)\s*,\s*(\d+)\s*\))?\s*(not\s+null)?\s*\Z",
                      re.IGNORECASE)
 
@@ -50,10 +52,12 @@ class Column:
 @dataclass(frozen=True, slots=True)
 class Schema:
     columns: tuple[Column, ...]
+    key: tuple[int, ...] = ()  # the key's columns, in key order (none: no key)
 
     def text(self) -> str:
         """The canonical text (parses back to an equal schema)."""
-        return ", ".join(c.text() for c in self.columns)
+        key = f", key({','.join(self.columns[k].name for k in self.key)})" if self.key else ""
+        return ", ".join(c.text() for c in self.columns) + key
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -92,7 +96,14 @@ def parse_schema(text: str) -> Schema:
         raise SchemaError("the schema is empty: give at least one column as 'name type'")
     columns: list[Column] = []
     seen: set[str] = set()
+    key_names: list[str] | None = None
     for n, part in enumerate(_split(text.strip()), 1):
+        k = _KEY.match(part)
+        if k is not None:
+            if key_names is not None:
+                raise SchemaError(f"item {n}: a second key(...)")
+            key_names = [x.strip() for x in k.group(1).split(",")]
+            continue
         m = _COLUMN.match(part)
         if m is None:
             raise SchemaError(f"column {n}: {part.strip()!r} is not 'name type [not null]'")
@@ -121,4 +132,26 @@ def parse_schema(text: str) -> Schema:
         columns.append(Column(name, ctype, notnull is None))
     if len(columns) > MAX_COLUMNS:
         raise SchemaError(f"{len(columns)} columns (limit {MAX_COLUMNS})")
-    return Schema(tuple(columns))
+    if not columns:
+        raise SchemaError("no columns: give at least one column as 'name type'")
+    schema = Schema(tuple(columns))
+    return Schema(schema.columns, _key(schema, key_names)) if key_names is not None else schema
+
+
+def _key(schema: Schema, names: list[str]) -> tuple[int, ...]:
+    """The key's column positions: named columns, each once, NOT NULL, not float64."""
+    out = []
+    for name in names:
+        try:
+            k = schema.index(name)
+        except KeyError:
+            raise SchemaError(f"key({', '.join(names)}): {name!r} is no column") from None
+        c = schema.columns[k]
+        if k in out:
+            raise SchemaError(f"key({', '.join(names)}): {name!r} appears twice")
+        if c.nullable:
+            raise SchemaError(f"key column {name!r} must be declared not null")
+        if c.type.kind == "float64":
+            raise SchemaError(f"key column {name!r}: a float64 cannot be a key (equality of floats)")
+        out.append(k)
+    return tuple(out)

@@ -80,10 +80,3 @@ class Node:
             self.data.close()
             self.data = None
         self.size = 0
-
-    def path(self) -> bytes:
-        parts, n = [], self
-        while n is not None and n.parent is not None:
-            parts.append(n.name)
-            n = n.parent
-        return b"/".join(reversed(parts))

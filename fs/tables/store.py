@@ -27,6 +27,7 @@ from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..queues.engine_io import EngineIO, has_trees
 from .index import (
+    ALL_TREES,
     DOOMED,
     KEY_NEXT_ID,
     PREFIX,
@@ -40,6 +41,7 @@ from .index import (
     page_key,
     table_range,
 )
+from .keys import MAX_KEY_BYTES, ROW_REF, key_bytes
 from .pax import PaxDamaged, check_minipage, decode_column, encode, minipage_ok
 from .schema import Schema, parse_schema
 
@@ -83,6 +85,7 @@ class Table:
         self.schema: Schema = parse_schema(rec.schema_text)
         self.pages = pages
         self.readers = 0
+        self.bytes_read = 0  # minipage bytes read from the volume by this process (views, lookups)
         self.removed = False
         self._snap = Snapshot(rec.version, rec.rows, tuple(pages), rec.totals)
 
@@ -93,6 +96,15 @@ class Table:
         self.rec = rec
         self.pages += new
         self._snap = Snapshot(rec.version, rec.rows, tuple(self.pages), rec.totals)
+
+
+class KeyConflict(ValueError):
+    """A batch whose key values repeat one already in the table, or in the batch (``row``: the
+    first offending row of the batch, 0-based)."""
+
+    def __init__(self, row: int, reason: str):
+        self.row = row
+        super().__init__(reason)
 
 
 @dataclass(frozen=True)
@@ -107,7 +119,7 @@ class TableStore:
     def __init__(self, engine):
         self.io = EngineIO(engine)
         self.e = engine
-        self.t = self.io.trees(TREES, PREFIX) if has_tables(engine) else None  # made with the first table
+        self.t = self.io.trees(ALL_TREES, PREFIX) if has_tables(engine) else None  # made with the first table
         self._lock = threading.Lock()  # the set of tables, and every commit
         self.bytes_read = 0
         self.tables: dict[bytes, Table] = {}
@@ -140,7 +152,7 @@ class TableStore:
             if name in self.tables:
                 raise FsError(errno.EEXIST, f"table {name.decode(errors='replace')!r} exists")
             if self.t is None:
-                self.t = self.io.trees(TREES, PREFIX)
+                self.t = self.io.trees(ALL_TREES, PREFIX)
             tx = self.io.begin()
             try:
                 raw = self.t["tables"].get(KEY_NEXT_ID)
@@ -178,7 +190,7 @@ class TableStore:
     def _purge(self, tid: int) -> None:
         """Free every PAX page of a removed table and its ingest records, then forget it."""
         lo, hi = table_range(tid)
-        for tree in ("pages", "ingested"):
+        for tree in ("pages", "keys", "ingested"):
             while True:
                 tx = self.io.begin()
                 batch = list(itertools.islice(self.t[tree].items(lo, hi), PURGE_BATCH))
@@ -213,6 +225,7 @@ class TableStore:
                 if before is not None and (before.size, before.crc) == source[1:]:
                     return AppendResult(before.version, before.rows, 0, duplicate=True)
             rec = table.rec
+            keys = self._keys(table, columns) if table.schema.key else None
             version = rec.version + 1
             new: list[PageEntry] = []
             totals = [list(t) for t in rec.totals]
@@ -228,6 +241,10 @@ class TableStore:
                     entry = PageEntry(first, pages, len(chunk[0]), version, tuple(minis))
                     self.t["pages"].put(tx, page_key(rec.tid, rec.npages + len(new)), entry.pack())
                     new.append(entry)
+                    if keys is not None:
+                        seq = rec.npages + len(new) - 1
+                        for row, k in enumerate(keys[start : start + per]):
+                            self.t["keys"].put(tx, k, ROW_REF.pack(seq, row))
                     for tot, m in zip(totals, minis, strict=True):
                         tot[0] += m.length
                         tot[1] += m.csv_bytes
@@ -249,6 +266,33 @@ class TableStore:
             table._committed(rec, new)
             return AppendResult(version, nrows, len(new))
 
+    def _keys(self, table: Table, columns: Sequence[Sequence]) -> list[bytes]:
+        """The batch's key bytes; :class:`KeyConflict` for a repeated or too long key."""
+        keys = key_bytes(table.schema, table.rec.tid, columns)
+        names = ",".join(table.schema.columns[k].name for k in table.schema.key)
+        seen: set[bytes] = set()
+        for row, k in enumerate(keys):
+            if len(k) > MAX_KEY_BYTES + 8:
+                raise KeyConflict(row, f"the key ({names}) takes {len(k) - 8} bytes (limit {MAX_KEY_BYTES})")
+            if k in seen or self.t["keys"].get(k) is not None:
+                raise KeyConflict(row, f"key ({names}) = ({self._key_text(table, columns, row)}) is already "
+                                       f"{'in this file' if k in seen else 'in the table'}")
+            seen.add(k)
+        return keys
+
+    @staticmethod
+    def _key_text(table: Table, columns: Sequence[Sequence], row: int) -> str:
+        return ",".join(str(columns[k][row]) for k in table.schema.key)
+
+    def find(self, table: Table, key: bytes) -> tuple[PageEntry, int] | None:
+        """The PAX page and row holding key ``key`` (from :func:`key_bytes`), if any."""
+        raw = self.t["keys"].get(key) if self.t is not None else None
+        if raw is None:
+            return None
+        seq, row = ROW_REF.unpack(raw)
+        pages = table.snapshot().pages
+        return (pages[seq], row) if seq < len(pages) else None  # (an append not yet committed)
+
     def _allocate(self, tx, pages: int) -> int:
         """A run of ``pages`` claimed for raw bytes; on a volume with tracks, a run of at least
         a track starts on a track boundary (a projection then reads whole tracks)."""
@@ -265,6 +309,7 @@ class TableStore:
         pos = entry.page * PAGE_SIZE + m.offset
         data = self.io.raw.read(pos, m.length)
         self.bytes_read += m.length
+        table.bytes_read += m.length
         try:
             check_minipage(data, m.crc, where)
         except PaxDamaged:

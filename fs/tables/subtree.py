@@ -7,6 +7,7 @@
     /tables/NAME/rows.jsonl    all columns, JSON lines              } table version at open
     /tables/NAME/columns/      C.csv and C.jsonl per column listed; any projection by path:
                                ``c3,c1.csv``, ``c2,c1.jsonl`` (columns in the order named)
+    /tables/NAME/key/V1,V2     the row whose key is V1,V2 (CSV with a header; tables with a key)
     /tables/NAME/status.json   rows, pages, bytes per column, version, ingests, rejections
     /tables/NAME/ingest/       files to append (see ``staging``): a file closed there, or
                                renamed into it, is parsed and appended whole in one durable
@@ -52,10 +53,12 @@ from ..errors import FsError
 from ..keys import Inode
 from ..subtrees.protocol import LOCAL_MASK, TOP, Caller, OpenFile, Subtree, dense_seek, subtree_ino
 from .ingest import IngestError, parse_file
-from .render import FORMATS, ViewReader, view_size
+from .keys import key_bytes
+from .render import FORMATS, ViewReader, render_row, view_size
 from .schema import SchemaError
 from .staging import Node, now_ns
-from .store import Table, TableStore, check_name
+from .store import KeyConflict, Table, TableStore, check_name
+from .values import text_parser
 
 log = logging.getLogger("traxfs.tables")
 
@@ -63,14 +66,16 @@ TAG = 5
 SLOT_SHIFT = 24
 KIND_MASK = (1 << SLOT_SHIFT) - 1
 PENDING_SLOT = 1 << 23
-DIR, SCHEMA, ROWS_CSV, ROWS_JSONL, STATUS, COLUMNS, INGEST, REJECTED = range(8)
+DIR, SCHEMA, ROWS_CSV, ROWS_JSONL, STATUS, COLUMNS, INGEST, REJECTED, KEYS = range(9)
 SINGLE = 0x100  # + 2·column + format: one column's view
-STAGED = 0x1000  # .. PROJECTION: staged files and folders of this mount
+STAGED = 0x1000  # .. KEYED: staged files and folders of this mount
+KEYED = 0x600000  # .. PROJECTION: key/V1,V2 files by hash
 PROJECTION = 0x800000  # .. KIND_MASK: projections by hash
 FIXED_NAMES = {b"schema": SCHEMA, b"rows.csv": ROWS_CSV, b"rows.jsonl": ROWS_JSONL, b"status.json": STATUS,
-               b"columns": COLUMNS, b"ingest": INGEST}
+               b"columns": COLUMNS, b"ingest": INGEST, b"key": KEYS}
 REJECTED_NAME = b".rejected"
 RECENT = 16  # ingests and rejections status.json lists
+KEYED_KEPT = 4096  # rows found by key kept rendered per table
 
 
 @dataclass(eq=False)
@@ -85,6 +90,7 @@ class Entry:
     created_ns: int = field(default_factory=now_ns)
     nodes: dict[int, Node] = field(default_factory=dict)  # staged nodes by kind number
     projections: dict[int, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+    keyed: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # kind -> (name, the row as CSV)
     next_staged: int = STAGED
     ingests: list[dict] = field(default_factory=list)  # recent, newest last
     rejections: list[dict] = field(default_factory=list)
@@ -176,8 +182,10 @@ class TablesSubtree(Subtree):
             return self._file(ino, len(self._status(entry)), 0o444, changed)
         if table is None:
             raise FsError(errno.ENOENT, f"table {entry.name!r} has no schema yet")
-        if kind == COLUMNS:
+        if kind == COLUMNS or kind == KEYS and table.schema.key:
             return self._dir(ino, 0o555, entry.created_ns)
+        if KEYED <= kind < PROJECTION and kind in entry.keyed:
+            return self._file(ino, len(entry.keyed[kind][1]), 0o444, entry.created_ns)
         view = self._view_of(entry, kind)
         if view is not None:
             cols, fmt = view
@@ -229,7 +237,7 @@ class TablesSubtree(Subtree):
     def _up(self, entry: Entry, kind: int) -> Inode:
         if kind == DIR:
             return self._attrs(None, TOP)
-        if kind in (COLUMNS, INGEST):
+        if kind in (COLUMNS, INGEST, KEYS):
             return self._attrs(entry, DIR)
         node = entry.nodes.get(kind)
         if node is None or node.parent is None:
@@ -239,11 +247,14 @@ class TablesSubtree(Subtree):
     def _child(self, entry: Entry, kind: int, name: bytes) -> int:
         if kind == DIR:
             child = FIXED_NAMES.get(name)
-            if child is None or (entry.table is None and child not in (SCHEMA, STATUS)):
+            if child is None or (entry.table is None and child not in (SCHEMA, STATUS)) or \
+                    (child == KEYS and not entry.table.schema.key):
                 raise FsError(errno.ENOENT, f"{name!r} not found")
             return child
         if kind == COLUMNS:
             return self._projection(entry, name)
+        if kind == KEYS:
+            return self._keyed(entry, name)
         node = entry.nodes.get(kind)
         if node is None or not node.is_dir:
             raise FsError(errno.ENOTDIR, "not a directory")
@@ -274,6 +285,38 @@ class TablesSubtree(Subtree):
         entry.projections[kind] = want
         return kind
 
+    def _keyed(self, entry: Entry, name: bytes) -> int:
+        """The kind number of ``key/V1,V2`` (the row whose key is those values, as CSV with a
+        header), made on first use; ENOENT if no row has that key."""
+        table = entry.table
+        key = [table.schema.columns[k] for k in table.schema.key]
+        parts = name.decode(errors="replace").split(",")
+        if len(parts) != len(key):
+            raise FsError(errno.ENOENT, f"{name!r}: the key has {len(key)} column(s) "
+                                        f"({','.join(c.name for c in key)}), given as V1,V2,...")
+        values: list[list] = [[] for _ in table.schema.columns]
+        try:
+            for c, k, text in zip(key, table.schema.key, parts, strict=True):
+                values[k].append(text if c.type.kind == "string" else text_parser(c.type)(text))
+        except (ValueError, OverflowError) as ex:
+            raise FsError(errno.ENOENT, f"{name!r}: {ex}") from None
+        h = int.from_bytes(hashlib.blake2b(name, digest_size=4).digest(), "big")
+        kind = KEYED + h % (PROJECTION - KEYED)
+        while kind in entry.keyed and entry.keyed[kind][0] != name:
+            kind = KEYED + (kind + 1 - KEYED) % (PROJECTION - KEYED)
+        if kind in entry.keyed:
+            return kind
+        found = self.store.find(table, key_bytes(table.schema, table.rec.tid, values)[0])
+        if found is None:
+            raise FsError(errno.ENOENT, f"no row with key {name!r}")
+        if nowait.active():
+            raise nowait.WouldBlock("a row is read from its PAX page")
+        page, row = found
+        if len(entry.keyed) >= KEYED_KEPT:
+            del entry.keyed[next(iter(entry.keyed))]  # the oldest: a later lookup renders it again
+        entry.keyed[kind] = (name, render_row(self.store, table, page, row, f"table {entry.name!r}: key {name!r}"))
+        return kind
+
     def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
         with self._locked():
             entry, kind = self._split(ino)
@@ -282,7 +325,10 @@ class TablesSubtree(Subtree):
                 return [(name, self._attrs(e, DIR), slot) for slot, name, e in items if slot > after][:limit]
             if kind == DIR:
                 names = [(k + 1, n, k) for n, k in FIXED_NAMES.items()
-                         if entry.table is not None or k in (SCHEMA, STATUS)]
+                         if (entry.table is not None or k in (SCHEMA, STATUS)) and
+                         (k != KEYS or entry.table is not None and entry.table.schema.key)]
+            elif kind == KEYS:
+                names = []  # lookups only: key/V1,V2
             elif kind == COLUMNS:
                 names = [(SINGLE + 2 * i + f + 1, f"{c.name}.{fmt}".encode(), SINGLE + 2 * i + f)
                          for i, c in enumerate(entry.table.schema.columns) for f, fmt in enumerate(FORMATS)]
@@ -312,7 +358,7 @@ class TablesSubtree(Subtree):
                 raise FsError(errno.EPERM, "only files and folders can be made here")
             parent_node = entry.nodes.get(kind) if entry.table is not None else None
             if parent_node is None or not parent_node.is_dir or kind == REJECTED:
-                if kind in (DIR, COLUMNS) or kind == REJECTED:
+                if kind in (DIR, COLUMNS, KEYS, REJECTED):
                     raise FsError(errno.EPERM, "files are made in ingest/ only")
                 raise FsError(errno.ENOTDIR, "not a directory")
             if name in parent_node.children:
@@ -435,7 +481,7 @@ class TablesSubtree(Subtree):
         writing = flags & (os.O_WRONLY | os.O_RDWR)
         with self._locked():
             entry, kind = self._split(ino)
-            if entry is None or kind in (DIR, COLUMNS) or (entry.nodes.get(kind) is not None
+            if entry is None or kind in (DIR, COLUMNS, KEYS) or (entry.nodes.get(kind) is not None
                                                            and entry.nodes[kind].is_dir):
                 raise FsError(errno.EISDIR, f"inode {ino} is a directory")
             if kind == SCHEMA:
@@ -452,6 +498,10 @@ class TablesSubtree(Subtree):
                 return BytesHandle(self._status(entry))
             if entry.table is None:
                 raise FsError(errno.ENOENT, f"table {entry.name!r} has no schema yet")
+            if kind in entry.keyed:
+                if writing:
+                    raise FsError(errno.EACCES, "a row by key is read-only")
+                return BytesHandle(entry.keyed[kind][1])
             view = self._view_of(entry, kind)
             if view is not None:
                 if writing:
@@ -490,7 +540,11 @@ class TablesSubtree(Subtree):
             except IngestError as ex:
                 self._reject(entry, node, name, data, str(ex))
                 return
-            result = self.store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
+            try:
+                result = self.store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
+            except KeyConflict as ex:
+                self._reject(entry, node, name, data, f"row {ex.row + 1} (not counting the header): {ex}")
+                return
             self._done(entry, node, {"file": name.decode(errors="replace"), "rows": result.rows,
                                      "bytes": len(data), "version": result.version, "duplicate": result.duplicate,
                                      "at": time.time()})
@@ -559,7 +613,8 @@ class TablesSubtree(Subtree):
                 "bytes": {c.name: {"stored": t.stored, "csv": t.csv_bytes, "json": t.json_bytes}
                           for c, t in zip(table.schema.columns, rec.totals, strict=True)},
                 "created_ms": rec.created_ms, "last_ingest_ms": rec.last_ingest_ms or None,
-                "placement": self.store.placement(), "ingests": entry.ingests,
+                "placement": self.store.placement(), "volume_bytes_read": table.bytes_read,
+                "ingests": entry.ingests,
                 "rejected": entry.rejections,
             })
         return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()

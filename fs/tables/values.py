@@ -16,18 +16,21 @@ JSON: the same texts, strings and dates quoted, ``null`` for NULL.
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import decimal
+import io
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import repeat
 
 from .schema import ColType
 
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
+INT_RANGES = _RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
 _DECIMAL = re.compile(r"\s*([+-]?)(\d*)(?:\.(\d*))?\s*\Z")
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 
@@ -54,10 +57,15 @@ def _decimal(t: ColType) -> Callable[[str], int]:
     limit = 10 ** t.precision
 
     def parse(text: str) -> int:
-        m = _DECIMAL.match(text)
-        if m is None or not (m.group(2) or m.group(3)):
-            raise ValueError(f"{text!r} is not a decimal number")
-        sign, whole, frac = m.group(1), m.group(2) or "0", m.group(3) or ""
+        body = text[1:] if text[:1] in "+-" else text
+        whole, dot, frac = body.partition(".")
+        if body.isascii() and (whole.isdigit() or not whole) and (frac.isdigit() or not frac) and (whole or frac):
+            sign, whole = text[:1] if body is not text else "", whole or "0"  # the common case, without a regex
+        else:
+            m = _DECIMAL.match(text)
+            if m is None or not (m.group(2) or m.group(3)):
+                raise ValueError(f"{text!r} is not a decimal number")
+            sign, whole, frac = m.group(1), m.group(2) or "0", m.group(3) or ""
         if len(frac) > t.scale:
             if frac[t.scale :].strip("0"):
                 raise ValueError(f"{text.strip()!r} has more than {t.scale} digits after the point")
@@ -176,3 +184,64 @@ def json_printer(t: ColType) -> Callable[[object], str]:
     if t.kind == "string":
         return lambda v: json.dumps(v, ensure_ascii=False)
     return csv_printer(t)
+
+
+# ----- printed sizes, in bulk ---------------------------------------------------------------------
+def _csv_strings_bytes(present: Sequence[str]) -> int:
+    """Bytes of the CSV fields of non-NULL strings, as :func:`csv_printer` prints them: the
+    standard library's writer quotes exactly when a field holds ``,``, ``"``, CR or LF; an
+    empty string (which it would leave bare) is ``""``."""
+    full = [v for v in present if v]
+    empties = len(present) - len(full)
+    if not full:
+        return 2 * empties
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerow(full)  # (its terminator's characters are quoted)
+    return len(buf.getvalue().encode()) - (len(full) - 1) - 2 + 2 * empties
+
+
+def printed_bytes(t: ColType, present: Sequence) -> tuple[int, int]:
+    """(CSV bytes, JSON bytes) the non-NULL values ``present`` print as — what summing
+    ``len(printer(v).encode())`` gives, computed a column at a time."""
+    n = len(present)
+    if not n:
+        return 0, 0
+    kind = t.kind
+    if kind in _RANGES:
+        c = len("".join(map(str, present)))
+        return c, c
+    if kind == "float64":
+        c = len("".join(map(repr, present)))
+        return c, c
+    if kind == "decimal":
+        digits = map(len, map(str, map(abs, present)))
+        c = sum(map(max, digits, repeat(t.scale + 1))) + (n if t.scale else 0) + sum(map((0).__gt__, present))
+        return c, c
+    if kind == "date":
+        return 10 * n, 12 * n
+    if kind == "timestamp":
+        c = 20 * n + 7 * sum(map(bool, map((1_000_000).__rmod__, present)))
+        return c, c + 2 * n
+    if kind == "bool":
+        true = sum(present)
+        return 4 * true + 5 * (n - true), 4 * true + 5 * (n - true)
+    j = len(json.dumps(list(present), ensure_ascii=False).encode()) - 2 - 2 * (n - 1)
+    return _csv_strings_bytes(present), j
+
+
+def printed_texts(t: ColType, values: Sequence, fmt: str) -> list[str]:
+    """Every value of a column printed for a view (``csv``: NULL empty; ``jsonl``: ``null``)."""
+    null = "" if fmt == "csv" else "null"
+    if t.kind in _RANGES:
+        return list(map(str, values)) if None not in values else [null if v is None else str(v) for v in values]
+    if t.kind == "date":
+        q = '"' if fmt != "csv" else ""
+        names = {d: q + _print_date(d) + q for d in set(values) if d is not None}
+        names[None] = null
+        return list(map(names.__getitem__, values))
+    if t.kind == "string" and fmt == "csv":
+        present = [v for v in values if v is not None]
+        if "" not in present and not _NEEDS_QUOTES.search("".join(present)):
+            return values if None not in values else [null if v is None else v for v in values]
+    show = (csv_printer if fmt == "csv" else json_printer)(t)
+    return [null if v is None else show(v) for v in values]
