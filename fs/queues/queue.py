@@ -129,6 +129,10 @@ class Queue:
                     self.tail = self.load_block(first, e).reopened()
                 except BlockDamaged as ex:  # readers of it get the error; appends go to a new block
                     self._note_error(ex.detail)
+        # a head below the oldest record points at numbers a crash skipped or records it lost
+        # (never made durable): nothing is there to read, so the view starts at the oldest record
+        # (in memory: every open computes the same; status shows no lag of phantom records)
+        self.views = {n: v._replace(head=max(v.head, self.first_seq)) for n, v in self.views.items()}
         segs = list(self.t["segments"].items(lo, hi))
         self.seg_first = max(self.first_seq, SegmentRecord.unpack(segs[-1][1]).end if segs else self.first_seq)
         self._count_open_segment()
