@@ -365,3 +365,14 @@ def test_a_full_volume_refuses_the_append_with_enospc_and_loses_nothing(tmp_path
         os.mkdir(q(small.mp, "again"))
         append(q(small.mp, "again"), lines(0, 50000), fsync=True)
         assert status(q(small.mp, "again"))["records"] == 50000
+
+
+@pytest.mark.timeout(120)
+def test_a_listing_of_many_segments_returns_each_once(qdir):
+    config(qdir, seal_bytes=1000)  # every append of 10 records seals a segment
+    for first in range(0, 2000, 10):
+        append(qdir, lines(first, 10))
+    names = os.listdir(qdir / "segments")  # 200 entries: several readdir batches
+    assert len(names) == len(set(names)) == 200
+    assert [n.split("-")[0] for n in sorted(names)] == [f"{i:020d}" for i in range(0, 2000, 10)]
+    assert len({os.stat(qdir / "segments" / n).st_ino for n in names}) == 200
