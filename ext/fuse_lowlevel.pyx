@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""FUSE low-level operations pyfuse3 does not carry (``lseek``; ``fallocate`` and ``ioctl`` fit
-the same slots), added without forking pyfuse3.
+"""FUSE low-level operations pyfuse3 does not carry (``lseek``, ``fallocate``; ``ioctl`` fits the
+same slots), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -48,7 +48,7 @@ cdef extern from *:
     static struct fuse_lowlevel_ops traxll_extra;
     /* Which slots the last session got from us (bit per TRAXLL_* op), and how many sessions
        were made through us: zero after pyfuse3.init() means pyfuse3 bypassed this module. */
-    enum { TRAXLL_LSEEK = 1 };
+    enum { TRAXLL_LSEEK = 1, TRAXLL_FALLOCATE = 2 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -77,6 +77,10 @@ cdef extern from *:
         if (ops.lseek == NULL && traxll_extra.lseek != NULL) {
             ops.lseek = traxll_extra.lseek;
             traxll_filled |= TRAXLL_LSEEK;
+        }
+        if (ops.fallocate == NULL && traxll_extra.fallocate != NULL) {
+            ops.fallocate = traxll_extra.fallocate;
+            traxll_filled |= TRAXLL_FALLOCATE;
         }
         traxll_sessions++;
         return real(args, &ops, sizeof ops, userdata);
@@ -110,8 +114,10 @@ cdef extern from *:
         uint64_t fh
     struct fuse_lowlevel_ops:
         void (*lseek)(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*) noexcept
+        void (*fallocate)(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept
     fuse_lowlevel_ops traxll_extra
     unsigned TRAXLL_LSEEK
+    unsigned TRAXLL_FALLOCATE
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
@@ -123,7 +129,7 @@ log = logging.getLogger("traxfs.fuse")
 
 DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for workers still answering before EIO
 
-_OPS = {"lseek": TRAXLL_LSEEK}
+_OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE}
 _handlers: dict = {}  # op name -> the registered Python callable
 _pending: dict = {}  # id -> _Request not yet answered
 _idle = threading.Condition()  # notified when _pending empties
@@ -165,6 +171,9 @@ cdef class _Request:
             off = result  # raises before claiming if the callable returned nonsense
             if self._claim():
                 fuse_reply_lseek(self.req, off)
+        elif self.op == "fallocate":
+            if self._claim():
+                fuse_reply_err(self.req, 0)
         else:
             raise AssertionError(f"no reply for {self.op}")
 
@@ -210,6 +219,16 @@ cdef void _ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_
     _dispatch(req, "lseek", args)
 
 
+cdef void _ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
+                        fuse_file_info* fi) noexcept with gil:
+    try:
+        args = (ino, mode, off, length, fi.fh)
+    except BaseException:  # noqa: BLE001  (out of memory: still answer)
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "fallocate", args)
+
+
 cdef void _before_destroy() noexcept with gil:
     """The session is about to be freed: give workers a moment, then answer the rest (EIO)."""
     try:
@@ -226,16 +245,20 @@ cdef void _before_destroy() noexcept with gil:
 traxll_before_destroy = _before_destroy
 
 
-def install(*, lseek: Callable[[int, int, int, int], int] | None = None) -> None:
+def install(*, lseek: Callable[[int, int, int, int], int] | None = None,
+            fallocate: Callable[[int, int, int, int, int], None] | None = None) -> None:
     """Register the handlers the next FUSE session gets (call before ``pyfuse3.init()``).
 
     ``lseek(ino, off, whence, fh) -> new offset`` serves ``SEEK_DATA`` / ``SEEK_HOLE`` (the
-    kernel handles the other whences itself). It runs in a worker thread; raise an exception
-    with an ``errno`` attribute to answer with that error. ``None`` removes the handler."""
+    kernel handles the other whences itself). ``fallocate(ino, mode, off, length, fh)`` serves
+    fallocate(2) (the kernel passes on modes ``KEEP_SIZE``, ``PUNCH_HOLE`` and ``ZERO_RANGE``;
+    answering ENOSYS once makes it refuse every later call with EOPNOTSUPP itself). Each runs in
+    a worker thread; raise an exception with an ``errno`` attribute to answer with that error.
+    ``None`` removes a handler."""
     if _late:
         raise RuntimeError("pyfuse3 was imported before traxfs.ext.fuse_lowlevel, so its calls are bound "
                            "to libfuse directly and lseek cannot be served: import traxfs before pyfuse3")
-    for name, fn in (("lseek", lseek),):
+    for name, fn in (("lseek", lseek), ("fallocate", fallocate)):
         if fn is None:
             _handlers.pop(name, None)
         else:
@@ -244,6 +267,10 @@ def install(*, lseek: Callable[[int, int, int, int], int] | None = None) -> None
         traxll_extra.lseek = NULL
     else:
         traxll_extra.lseek = _ll_lseek
+    if fallocate is None:
+        traxll_extra.fallocate = NULL
+    else:
+        traxll_extra.fallocate = _ll_fallocate
 
 
 def installed() -> frozenset:

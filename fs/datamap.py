@@ -438,6 +438,29 @@ class DataMap:
         self.forget(ino)  # the loop above read the map it was changing
         return freed
 
+    def punch(self, ftx: FsTransaction, ino: int, first: int, stop: int) -> int:
+        """Free file pages [first, stop) (fallocate's ``PUNCH_HOLE``): extents are cut around
+        the range, its pages freed once the commit is durable and their sums dropped. Returns
+        the number of pages freed."""
+        tx = ftx.tx
+        freed = 0
+        self.forget(ino)
+        ftx.extent_inos.add(ino)
+        ftx.maps_current.discard(ino)
+        for lpage, phys, count in self.extents(ino, first, stop):
+            s, e = max(first, lpage), min(stop, lpage + count)
+            if lpage < s:
+                self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, s - lpage))
+            else:
+                self.tree.delete(tx, extent_key(ino, lpage))
+            if e < lpage + count:
+                self.tree.put(tx, extent_key(ino, e), EXTENT.pack(phys + e - lpage, lpage + count - e))
+            self.e.free_region_after_durable(tx, phys + s - lpage, e - s)
+            self.sums.forget(tx, phys + s - lpage, e - s)
+            freed += e - s
+        self.forget(ino)  # the loop above read the map it was changing
+        return freed
+
     def allocated_pages(self, ino: int) -> int:
         """Pages the file holds (``st_blocks``): from the cached map, summed once per change."""
         return self._map(ino)[2]

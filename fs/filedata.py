@@ -1,5 +1,5 @@
-"""File contents through the filesystem: read, write, truncate, ``SEEK_DATA``/``SEEK_HOLE``,
-fsync, and the open files of the tree.
+"""File contents through the filesystem: read, write, truncate, fallocate,
+``SEEK_DATA``/``SEEK_HOLE``, fsync, and the open files of the tree.
 
 A file's data takes its inode's reader/writer lock (``fs/inode_locks.py``): reads of one file
 run in parallel; a write or truncate excludes its readers and other writers. The metadata lock is
@@ -20,6 +20,11 @@ from .inodes import Inodes
 from .lifetime import Lifetime
 from .limits import MAX_FILE_SIZE, now_ns
 from .subtrees.protocol import OpenFile
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_ZERO_RANGE = 0x10
+FILL_CHUNK = 1 << 20  # zeros written per write when fallocate fills a hole
 
 
 class FileData:
@@ -53,6 +58,8 @@ class FileData:
                 node = inodes.copy(ino)
                 if not node.is_reg:
                     raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
+                if off > node.size:
+                    self._drop_gap(ino, node.size, off)
                 ftx, new = None, []
                 if self.data.has_holes(ino, off, len(data)):
                     ftx = inodes.begin()
@@ -86,6 +93,16 @@ class FileData:
                     raise
                 inodes.commit(ftx)
         return len(data)
+
+    def _drop_gap(self, ino: int, size: int, off: int) -> None:
+        """A write at ``off`` past the end (``size``) leaves a gap that must read as zeros: the
+        whole pages of it that an earlier write preallocated are freed (a hole) rather than
+        written with zeros, so a writer that seeks past the end (``cp --sparse``, a sparse
+        image) gets holes. The caller holds the file's inode lock and the metadata lock."""
+        first, stop = -(-size // PAGE_SIZE), off // PAGE_SIZE
+        if first < stop and self.data.first_data(ino, first, stop) is not None:
+            with self.inodes.transaction() as ftx:
+                self.data.punch(ftx, ino, first, stop)
 
     def _write_plan(self, plan: WritePlan) -> None:
         """Write planned data (``DataMap.plan``). Overwrites of checksummed bytes first log
@@ -132,6 +149,87 @@ class FileData:
                     node.size = size
                     node.mtime_ns = node.ctime_ns = now_ns()
                     inodes.put(ftx, node)
+
+    def fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
+        """fallocate(2) of the modes the kernel passes on to FUSE.
+
+        * ``0`` (and ``KEEP_SIZE`` within the size): every hole in the range gets pages, written
+          with zeros (a page is never mapped unwritten below the size: its sum and ordered mode
+          need the bytes), then the size grows to the range's end unless ``KEEP_SIZE``.
+          ``KEEP_SIZE`` past the end is refused (EOPNOTSUPP): pages past a file's end are
+          preallocation, given back at the last close and flagged by fsck.
+        * ``PUNCH_HOLE | KEEP_SIZE``: the whole pages of the range are freed, the partial pages
+          at its edges zeroed; the size stays.
+        * ``ZERO_RANGE``: a punched hole (it reads as zeros; its whole pages hold no space), and
+          the size grows to the range's end unless ``KEEP_SIZE``.
+
+        Several transactions, as a run of writes would be: a crash in between leaves part of
+        the range done. Other modes: EOPNOTSUPP (as Linux for a mode a filesystem lacks)."""
+        keep = bool(mode & FALLOC_FL_KEEP_SIZE)
+        kind = mode & ~FALLOC_FL_KEEP_SIZE
+        if kind not in (0, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE) or kind == FALLOC_FL_PUNCH_HOLE and not keep:
+            raise FsError(errno.EOPNOTSUPP, f"fallocate mode {mode:#x} is not supported")
+        if off < 0 or length <= 0:
+            raise FsError(errno.EINVAL, f"fallocate of {length} bytes at {off}")
+        end = off + length
+        if end > MAX_FILE_SIZE:
+            raise FsError(errno.EFBIG, f"fallocate past the largest file size ({MAX_FILE_SIZE})")
+        with self.inodes.lock:
+            node = self.inodes.get(ino)
+            if node.is_dir:
+                raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+            if not node.is_reg:
+                raise FsError(errno.ENODEV, f"inode {ino} is not a regular file")
+            size = node.size
+        if kind == 0:
+            if keep and end > size:
+                raise FsError(errno.EOPNOTSUPP, "fallocate KEEP_SIZE past the end of a file: traxfs keeps no "
+                                                "space past a file's end")
+            self._fill_holes(ino, off, end)
+        else:
+            self._punch(ino, off, min(end, size))
+        if not keep:
+            with self.inodes.lock:
+                grow = self.inodes.get(ino).size < end
+            if grow:
+                self.truncate(ino, end)
+
+    def _fill_holes(self, ino: int, off: int, end: int) -> None:
+        """Zeros written into every unmapped page of [off, end) (only there: data stays)."""
+        first, stop = off // PAGE_SIZE, -(-end // PAGE_SIZE)
+        while first < stop:
+            with self._ilocks.shared(ino), self.inodes.lock:
+                hole = self.data.first_hole(ino, first, stop)
+                data = self.data.first_data(ino, hole, stop) if hole < stop else None
+            if hole >= stop:
+                return
+            upto = stop if data is None else data
+            s, e = max(off, hole * PAGE_SIZE), min(end, upto * PAGE_SIZE)
+            for pos in range(s, e, FILL_CHUNK):
+                self.write(ino, pos, bytes(min(FILL_CHUNK, e - pos)))
+            first = upto
+
+    def _punch(self, ino: int, off: int, end: int) -> None:
+        """Zero [off, end) of a file (``end`` within its size): whole pages freed, the mapped
+        partial pages at the edges overwritten with zeros."""
+        if end <= off:
+            return
+        first, stop = -(-off // PAGE_SIZE), end // PAGE_SIZE
+        edges = [(off, min(end, first * PAGE_SIZE)), (max(off, stop * PAGE_SIZE), end)] if first <= stop else [(off, end)]
+        for s, e in edges:
+            if e > s:
+                with self._ilocks.shared(ino), self.inodes.lock:
+                    mapped = self.data.first_data(ino, s // PAGE_SIZE, -(-e // PAGE_SIZE)) is not None
+                if mapped:
+                    self.write(ino, s, bytes(e - s))
+        if first >= stop:
+            return
+        with self._ilocks.exclusive(ino), self.inodes.lock:
+            node = self.inodes.copy(ino)
+            with self.inodes.transaction() as ftx:
+                self.data.punch(ftx, ino, first, stop)
+                node.mtime_ns = node.ctime_ns = now_ns()
+                self.inodes.put(ftx, node)
 
     def seek(self, ino: int, off: int, whence: int) -> int:
         """``lseek(2)``'s ``SEEK_DATA`` / ``SEEK_HOLE`` from the extent map: a mapped page is
@@ -183,6 +281,9 @@ class FileHandle(OpenFile):
 
     def seek(self, off: int, whence: int) -> int:
         return self.files.seek(self.ino, off, whence)
+
+    def fallocate(self, mode: int, off: int, length: int) -> None:
+        self.files.fallocate(self.ino, mode, off, length)
 
     def flush_pending(self) -> bool:
         return self.ino in self.files.data.preallocated

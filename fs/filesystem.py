@@ -43,10 +43,12 @@ from .datasums import DataSums
 from .engine import nowait
 from .engine.engine import Engine
 from .errors import FsError
+from .extent_report import NAME as EXTENTS_XATTR
+from .extent_report import extents_report
 from .filedata import FileData, FileHandle
 from .inode_locks import InodeLocks
 from .inodes import Inodes
-from .keys import U64, Inode
+from .keys import DOT_COOKIE, DOTDOT_COOKIE, DOTS, U64, Inode
 from .lifetime import Lifetime
 from .limits import ROOT_INO
 from .namespace import Namespace
@@ -114,9 +116,10 @@ class FileSystem:
         return self.inodes.closed
 
     def close(self) -> None:
-        """Clean shutdown: the queue store closed, data flushed, checkpoint, the engine stopped."""
+        """Clean shutdown: the subtrees first, then flush data, checkpoint, stop the engine."""
         if not self.closed:
-            self.queues.close()
+            for subtree in self._subtrees.values():
+                subtree.close()
         lifecycle.close(self.inodes, self.lifetime)
 
     def crash(self) -> None:
@@ -198,19 +201,29 @@ class FileSystem:
             return subtree.getattr(subtree.top_ino, caller)
         return self.namespace.lookup(parent, name)
 
-    def readdir(self, ino: int, after: int, limit: int = 256, caller: Caller = NOBODY) -> list[tuple[bytes, Inode, int]]:
+    def readdir(self, ino: int, after: int, limit: int = 256, caller: Caller = NOBODY,
+                dots: bool = False) -> list[tuple[bytes, Inode, int]]:
         """Up to ``limit`` entries whose cookie is greater than ``after``, in cookie order. An
         entry's cookie never changes while it exists, so a listing that runs while entries are
-        added and removed returns every entry that existed throughout exactly once. The root
-        lists its subtrees first (their tags are their cookies)."""
+        added and removed returns every entry that existed throughout exactly once.
+
+        ``dots``: ``.`` and ``..`` come first (cookies 1 and 2), as readdir(2) must return them
+        (the FUSE adapter asks for them; tools walking the tree do not). The root lists its
+        subtrees next (cookie ``DOTS + tag``); a subtree's own cookies are shifted up by
+        ``DOTS``; the tree's own start at ``FIRST_COOKIE`` (``fs/keys.py``). A resumed listing
+        starts from its cookie directly: nothing before it is read again."""
+        out = self._dots(ino, after, caller) if dots and after < DOTS else []
         owner = self._owner(ino)
         if owner is not None:
-            return owner.readdir(ino, after, limit, caller)
-        out = []
+            rest = owner.readdir(ino, max(0, after - DOTS), limit - len(out), caller) if len(out) < limit else []
+            return (out + [(name, node, cookie + DOTS) for name, node, cookie in rest])[:limit]
         if ino != ROOT_INO:
-            return self.namespace.readdir(ino, after, limit)
-        out = [(s.name, s.getattr(s.top_ino, caller), s.tag) for s in self._root_names.values()
-               if s.tag > after][:limit]
+            if len(out) < limit:
+                out += self.namespace.readdir(ino, after, limit - len(out))
+            return out
+        out += [(s.name, s.getattr(s.top_ino, caller), DOTS + s.tag) for s in self._root_names.values()
+                if DOTS + s.tag > after]
+        out = out[:limit]
         after = max(after, out[-1][2] if out else 0)
         while len(out) < limit:  # the tree's own entries; one a subtree's name hides is left out
             more = self.namespace.readdir(ino, after, limit - len(out))
@@ -219,6 +232,12 @@ class FileSystem:
             out += [e for e in more if e[0] not in self._root_names]
             after = more[-1][2]
         return out
+
+    def _dots(self, ino: int, after: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
+        """``.`` and ``..`` of directory ``ino`` whose cookies are above ``after`` (a removed
+        directory has no ``..``: ENOENT, as Linux answers a listing of it)."""
+        dot, dotdot = self.getattr(ino, caller), self.lookup(ino, b"..", caller)
+        return [e for e in ((b".", dot, DOT_COOKIE), (b"..", dotdot, DOTDOT_COOKIE)) if e[2] > after]
 
     def opendir(self, ino: int, caller: Caller = NOBODY) -> None:
         """May ``ino`` be listed? ENOTDIR if it is no directory."""
@@ -298,8 +317,13 @@ class FileSystem:
                                        mtime_ns=mtime_ns, ctime_ns=ctime_ns)
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
+        """An extended attribute; ``trax.extents`` of a file is computed (``fs/extent_report.py``)."""
         owner = self._owner(ino)
-        return owner.getxattr(ino, name) if owner is not None else self.xattrs.get(ino, name)
+        if owner is not None:
+            return owner.getxattr(ino, name)
+        if name == EXTENTS_XATTR:
+            return extents_report(self.inodes, self.data, ino)
+        return self.xattrs.get(ino, name)
 
     def listxattr(self, ino: int) -> list[bytes]:
         owner = self._owner(ino)

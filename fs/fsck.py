@@ -22,6 +22,9 @@
 7. queues, when the filesystem holds a queue store (``traxfs.fs.queues.check``): block chain,
    sequence continuity, every block verified, the indexes, views and segments; their blocks'
    pages count as owned in the passes above.
+8. tables, when the filesystem holds a table store (``traxfs.fs.tables.check``): page chain,
+   every PAX page's header and minipage checksums, row counts and totals against the index;
+   their pages count as owned in the passes above (a repair never frees them as leaked).
 
 Repairs (``repair=True``), each one transaction: damaged maps and trees rebuilt; wrong link
 counts set from the entries; entries naming missing inodes removed; cookies without entries
@@ -63,6 +66,9 @@ from .limits import ROOT_INO
 from .queues.check import QueueCheck, check_queues, owned_pages
 from .queues.store import QueueStore, has_queues
 from .scrub import scrub, stale_sums
+from .tables.check import TableCheck, check_tables
+from .tables.check import owned_pages as table_pages
+from .tables.store import TableStore, has_tables
 
 EXIT_CLEAN, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL = 0, 1, 4, 8
 ROUNDS = 3  # repair passes: a fix may reveal the next (a recreated root, then its link count)
@@ -136,9 +142,13 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
     rep.problems += [f"queues: {p}" for p in queues.problems]
     rep.repaired += [f"queues: {p}" for p in queues.repaired]
     rep.notes += queues.notes
+    tables = _tables(fs, maps_damaged=bool(maps))
+    rep.problems += [f"tables: {p}" for p in tables.problems]
+    rep.notes += tables.notes
     for attempt in range(ROUNDS + 1):
         found = _scan(fs, trees, {m for m, _, _ in maps})
         found["data_pages"] |= queues.pages  # queue blocks: raw pages the queue store owns
+        found["data_pages"] |= tables.pages  # PAX pages: raw pages the table store owns
         issues = _find(fs, found)
         todo = [i for i in issues if i.fix is not None and i.text not in failed]
         if not repair or not todo or attempt == ROUNDS:
@@ -160,8 +170,10 @@ def fsck(fs: FileSystem, repair: bool = False) -> FsckReport:
     else:
         unverified = _data_sums(fs, rep, repair)
     rep.counts = {"inodes": len(found["inodes"]), "entries": found["entries"],
-                  "data_pages": len(found["data_pages"] - queues.pages), "orphans": len(found["orphans"]),
-                  "unverified_data_pages": unverified, **{f"queue_{k}": v for k, v in queues.counts.items()}}
+                  "data_pages": len(found["data_pages"] - queues.pages - tables.pages),
+                  "orphans": len(found["orphans"]), "unverified_data_pages": unverified,
+                  **{f"queue_{k}": v for k, v in queues.counts.items()},
+                  **{f"table_{k}": v for k, v in tables.counts.items()}}
     return rep
 
 
@@ -176,6 +188,20 @@ def _queues(fs: FileSystem, repair: bool, maps_damaged: bool) -> QueueCheck:
     store = QueueStore(fs.e, background=False)
     try:
         return check_queues(store, repair=repair)
+    finally:
+        store.close()
+
+
+def _tables(fs: FileSystem, maps_damaged: bool) -> TableCheck:
+    """The table store's pass, when the filesystem has one (``traxfs.fs.tables.check``); with a
+    damaged allocation map only the pages it owns (see :func:`_queues`)."""
+    if not has_tables(fs.e):
+        return TableCheck()
+    if maps_damaged:
+        return TableCheck(pages=table_pages(fs.e), notes=["table pass skipped: an allocation map is damaged"])
+    store = TableStore(fs.e)
+    try:
+        return check_tables(store)
     finally:
         store.close()
 

@@ -34,6 +34,7 @@ from .keys import EXTENT, U64, Inode
 from .queues.check import owned_pages as queue_pages
 from .struct.btree import BTree
 from .struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
+from .tables.check import owned_pages as table_pages
 from .trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
 
 
@@ -160,9 +161,10 @@ def unowned_pages(fs: FileSystem, trees: dict[str, Salvage]) -> list[int]:
 
 def _owned(fs: FileSystem, trees: dict[str, Salvage], damaged: bool) -> set[int]:
     """Pages something owns: the engine, a tree (its readable pages, and with ``damaged`` its
-    damaged ones), an extent, or the queue store (its trees and blocks, read as far as they
-    can be: ``traxfs.fs.queues.check.owned_pages``)."""
+    damaged ones), an extent, the queue store (its trees and blocks, read as far as they can
+    be: ``traxfs.fs.queues.check.owned_pages``) or the table store (its trees and PAX pages)."""
     owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries) | queue_pages(fs.e)
+    owned |= table_pages(fs.e)
     for s in trees.values():
         owned |= s.pages | ({pid for pid, _ in s.damaged} if damaged else set())
     return owned

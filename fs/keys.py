@@ -30,7 +30,13 @@ EXTENT = struct.Struct(">QI")  # first device page, page count
 INODE = struct.Struct("<IIIIQQqqqqQ")
 INODE_VERSION = 1
 CHUNK = 1000  # bytes per chunk of a long value (a B+tree entry holds key + value <= 1300)
-FIRST_COOKIE = 16  # readdir cookies below this are the virtual entries of the root
+# Readdir cookies: 1 and 2 are "." and ".." in every directory; 3 to FIRST_COOKIE - 1 are the
+# root's entries of the subtrees (``DOTS + tag``); a subtree's own listings are shifted up by DOTS;
+# the tree's own entries have cookies from FIRST_COOKIE up (a hash of the name: name_cookie).
+DOT_COOKIE = 1
+DOTDOT_COOKIE = 2
+DOTS = 2  # cookies taken by "." and ".."
+FIRST_COOKIE = 16
 COOKIE_MASK = (1 << 62) - 1
 
 

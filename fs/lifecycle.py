@@ -16,14 +16,14 @@ from .inodes import Inodes
 from .keys import U64, Inode, dirent_key, ino_key
 from .lifetime import Lifetime
 from .limits import ROOT_INO, now_ns
+from .tables.store import TableStore
+from .tables.subtree import TablesSubtree
 from .trees import KEY_NEXT_INO, create_trees, open_trees, upgrade
 
 if TYPE_CHECKING:
     from .filesystem import FileSystem
 
 log = logging.getLogger("traxfs.fs")
-
-RESERVED_ROOT_DIRS = (b"tables",)  # created by mkfs; filled by later layers (/queues is a subtree)
 
 
 def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where: str) -> str:
@@ -42,10 +42,7 @@ def mkfs(cls: type[FileSystem], dev, *, log_size: int | None, label: str, where:
         trees["dirents"].put(tx, dirent_key(ROOT_INO, b".."), U64.pack(ROOT_INO) + U64.pack(0))
         trees["meta"].put(tx, KEY_NEXT_INO, U64.pack(ROOT_INO + 1))
         eng.commit(tx)
-        fs = cls(eng, trees, sb)
-        for name in RESERVED_ROOT_DIRS:
-            fs.mkdir(ROOT_INO, name, 0o755, 0, 0)
-        fs.close()
+        cls(eng, trees, sb).close()
     except BaseException:
         if not eng.closed:
             eng.unclean_shutdown()
@@ -107,6 +104,7 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
         fs = cls(eng, trees, sb)
         resolve_pending(fs.inodes)  # overwrite intents a crash left: part of recovery, also for fsck
         if not checking:
+            fs.add_subtree(TablesSubtree(TableStore(eng)))  # (fsck opens the store itself)
             fs.lifetime.reap_orphans()
             if eng.crashed:
                 fs.lifetime.give_back_after_crash()

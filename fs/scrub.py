@@ -24,6 +24,7 @@ from .engine.check import page_runs
 from .engine.page import PAGE_SIZE, PageCorrupt, verify
 from .keys import EXTENT, U64, Inode
 from .queues.check import block_ok, queue_blocks
+from .tables.check import page_ok, pax_pages
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_DAMAGED, EXIT_OPERATIONAL = 0, 1, 4, 8
 
@@ -35,6 +36,7 @@ class ScrubReport:
     unwritten_pages: int = 0  # data pages never written (preallocated): no checksum, not read
     unverified_pages: int = 0  # data inside a file's size without a checksum (format 1 data)
     queue_blocks: int = 0  # blocks of the queue store (each verified whole: header and frames)
+    pax_pages: int = 0  # PAX pages of the table store (each verified whole: header and minipages)
     copies: int = 1
     damaged: list[str] = field(default_factory=list)  # damage found and left (check only)
     repaired: list[str] = field(default_factory=list)
@@ -49,7 +51,7 @@ class ScrubReport:
     def as_dict(self) -> dict:
         return {"engine_pages": self.engine_pages, "data_pages": self.data_pages,
                 "unwritten_pages": self.unwritten_pages, "unverified_pages": self.unverified_pages,
-                "queue_blocks": self.queue_blocks,
+                "queue_blocks": self.queue_blocks, "pax_pages": self.pax_pages,
                 "copies": self.copies, "damaged": self.damaged, "repaired": self.repaired,
                 "unrepairable": self.unrepairable, "exit_code": self.exit_code}
 
@@ -123,6 +125,8 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
     # the maps read through the buffer, which serves a map page from a good copy if one is damaged
     blocks = queue_blocks(fs.e)  # queue blocks: verified whole, by their own checksums, below
     queue = {p for _, _, e in blocks for p in range(e.page, e.page + e.pages)}
+    paxes = pax_pages(fs.e)  # PAX pages of tables: verified whole (header, minipages), below
+    queue |= {p for _, _, e in paxes for p in range(e.page, e.page + e.pages)}
     pages = sorted(owners.pages()) if data_only else [p for p in fs.e.pages_in_use() if p not in queue]
     done = 0
     for first, count in page_runs(pages):
@@ -159,6 +163,11 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
             what = f"queue id {qid}: block {e.ordinal} (sequence {first}.., device page {e.page})"
             _judge(rep, raw, what, e.page * PAGE_SIZE, raw.copies(e.page * PAGE_SIZE, e.used),
                    block_ok(qid, first, e), repair)
+    for tid, seq, e in [] if data_only else paxes:
+        rep.pax_pages += 1
+        what = f"table id {tid}: PAX page {seq} (device page {e.page})"
+        _judge(rep, raw, what, e.page * PAGE_SIZE, raw.copies(e.page * PAGE_SIZE, e.pages * PAGE_SIZE),
+               page_ok(tid, seq, e), repair)
     if rep.repaired:
         raw.flush()
     return rep

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def _shape(sig: inspect.Signature) -> list[tuple[str, object, object]]:
 
 def test_the_contract_lists_what_the_engine_and_the_data_path_call():
     assert {"read", "readinto", "write", "writev", "flush", "write_durable", "direct_sync_fd", "refuse_direct",
-            "read_copies", "repair_copy", "boundaries", "close"} == set(METHODS)
+            "read_copies", "repair_copy", "boundaries", "locate", "close"} == set(METHODS)
 
 
 def _image(tmp_path: Path, stack) -> ImageFileDevice:
@@ -103,6 +104,11 @@ def check_contract(dev) -> None:
     assert dev.read(0, len(data)) == data
     first, count = dev.boundaries(7)
     assert first <= 7 < first + count
+    pieces = dev.locate(0, len(data))  # every copy's pieces cover the range once
+    for copy in {c for c, *_ in pieces}:
+        mine = sorted((within, n) for c, _, _, n, within in pieces if c == copy)
+        assert [w for w, _ in mine] == list(itertools.accumulate([0] + [n for _, n in mine[:-1]]))
+        assert sum(n for _, n in mine) == len(data)
     fd = dev.direct_sync_fd()
     assert fd is None or isinstance(fd, int)
     dev.refuse_direct()

@@ -15,6 +15,7 @@ from fsmount import traxfs_mount
 
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
+from traxfs.fs.keys import FIRST_COOKIE
 from traxfs.fs.subtrees.protocol import TAG_SHIFT, TOP, Caller, Subtree, subtree_ino
 from traxfs.fs.subtrees.snapshots import Snapshots
 from traxfs.fs.subtrees.status_files import STATUS_FILES, StatusFiles
@@ -41,10 +42,10 @@ def fs(tmp_path):
     dev.close()
 
 
-def test_the_root_lists_the_subtrees_first_with_their_tags_as_cookies(fs):
+def test_the_root_lists_the_subtrees_first_with_cookies_from_their_tags(fs):
     fs.create(ROOT_INO, b"a", 0o644, 0, 0)
     listing = fs.readdir(ROOT_INO, 0)
-    assert [(name, cookie) for name, _, cookie in listing[:2]] == [(b".trax", 1), (b".snapshots", 2)]
+    assert [(name, cookie) for name, _, cookie in listing[:2]] == [(b".trax", 3), (b".snapshots", 4)]  # DOTS + tag
     assert {name for name, _, _ in listing[2:]} == {b"a", b"queues", b"tables"}
     assert [node.ino for _, node, _ in listing[:2]] == [TRAX_TOP, SNAP_TOP]
     # a listing resumed at any cookie returns the rest exactly once
@@ -56,9 +57,30 @@ def test_the_root_lists_the_subtrees_first_with_their_tags_as_cookies(fs):
         assert got == [name for name, _, _ in listing]
 
 
+def test_listings_with_dots_resume_at_every_cookie(fs):
+    # readdir(2)'s view: "." and ".." (cookies 1 and 2) first, then the subtrees, then the tree's own
+    d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).ino
+    fs.create(d, b"x", 0o644, 0, 0)
+    for ino, dotdot in ((ROOT_INO, ROOT_INO), (d, ROOT_INO), (TRAX_TOP, ROOT_INO), (SNAP_TOP, ROOT_INO)):
+        listing = fs.readdir(ino, 0, dots=True)
+        assert [(n, node.ino, c) for n, node, c in listing[:2]] == [(b".", ino, 1), (b"..", dotdot, 2)]
+        assert [n for n, _, _ in listing[2:]] == [n for n, _, _ in fs.readdir(ino, 0)]
+        cookies = [c for _, _, c in listing]
+        assert cookies == sorted(set(cookies))
+        for limit in (1, 2, 3):
+            got, after = [], 0
+            while batch := fs.readdir(ino, after, limit, dots=True):
+                got += [name for name, _, _ in batch]
+                after = batch[-1][2]
+            assert got == [name for name, _, _ in listing]
+
+
 def test_inode_numbers_carry_the_tag_and_survive_a_remount(tmp_path):
     dev = ImageFileDevice(str(tmp_path / "fs.img"), 64 * MiB, create=True)
     FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    fs.mkdir(ROOT_INO, b"a", 0o755, 0, 0)  # one entry of the tree's own in the root
+    fs.close()
     seen = []
     for _ in range(2):
         fs = FileSystem.open(dev)
@@ -68,7 +90,8 @@ def test_inode_numbers_carry_the_tag_and_survive_a_remount(tmp_path):
             seen.append((top.ino, files, fs.lookup(ROOT_INO, b".snapshots").ino))
             assert set(files) == {n.encode() for n in STATUS_FILES}
             assert all(ino >> TAG_SHIFT == StatusFiles.tag for ino in files.values())
-            assert all(node.ino < 1 << TAG_SHIFT for _, node, _ in fs.readdir(ROOT_INO, 3))  # the tree's own
+            own = [node for _, node, cookie in fs.readdir(ROOT_INO, 0) if cookie >= FIRST_COOKIE]  # the tree's
+            assert own and all(node.ino < 1 << TAG_SHIFT for node in own)
         finally:
             fs.close()
     dev.close()

@@ -1,6 +1,7 @@
 """Filesystem benchmark: traxfs beside its baselines, on the same machine, in one run.
 
-``python -m traxfs.tools.bench_fs [--workdir DIR] [--size 512M] [--runtime 8] [--rows 200000]``
+``python -m traxfs.tools.bench_fs [--workdir DIR] [--size 512M] [--runtime 8] [--rows 200000]
+[--only io|dirs] [--walk 10000] [--list 100000]``
 
 Targets, each a directory:
 
@@ -13,7 +14,9 @@ Targets, each a directory:
 
 Workloads: fio 1 MiB sequential write (with a final fsync) and read (page caches dropped first),
 4 KiB random write and read, eight writers of 4 KiB each calling fsync after every write; file
-create / stat / unlink rates from Python; and the PySpark job (``traxfs.tools.spark_job``) on
+create / stat / unlink rates from Python; directories (``dirs``): a ``telldir``/``seekdir``
+walk of ``--walk`` entries (``tools/dirwalk.py``: a seek back after every entry) and ``ls -f``
+of ``--list`` entries (caches dropped first); and the PySpark job (``traxfs.tools.spark_job``) on
 ``direct`` and on ``traxfs`` with one warmed-up Spark session. The table prints each number
 beside its baseline, and the peak resident memory of the two FUSE servers over their runs;
 ``--json`` writes everything (with the servers' CPU time, threads and descriptors at the end).
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 
 from ..fs.process_status import process_status
+from .dirwalk import seekdir_walk
 from .mounts import find_mount, fuse_servers
 from .sizes import parse_size
 
@@ -88,6 +92,29 @@ def _meta_rates(directory: Path, n: int = 2000) -> dict:
     return out
 
 
+def _dir_rates(directory: Path, walk: int, listing: int) -> dict:
+    """Seconds for a seekdir walk of ``walk`` entries and for ``ls -f`` of ``listing`` entries."""
+    out = {}
+    for key, n in (("seekdir_walk", walk), ("ls_f", listing)):
+        d = directory / key
+        d.mkdir()
+        for i in range(n):
+            os.close(os.open(d / f"entry-{i:07d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        _drop_caches()
+        t = time.perf_counter()
+        if key == "ls_f":
+            names = subprocess.run(["ls", "-f", str(d)], capture_output=True, check=True).stdout.splitlines()
+        else:
+            names = seekdir_walk(d)
+        out[key + "_s"] = round(time.perf_counter() - t, 2)
+        got = len(set(names) - {b".", b".."})  # the pass-through lists no . and ..
+        if got != n:
+            raise RuntimeError(f"{key} of {d}: {got} names, expected {n}")
+        shutil.rmtree(d)
+    out.update(walk_entries=walk, ls_entries=listing)
+    return out
+
+
 def _clear(directory: Path) -> None:
     for p in directory.iterdir():
         if p.is_dir() and not p.is_symlink():
@@ -96,13 +123,16 @@ def _clear(directory: Path) -> None:
             p.unlink()
 
 
-def _measure(directory: Path, size: int, runtime: int) -> dict:
+def _measure(directory: Path, size: int, runtime: int, only: str | None, dirs: tuple[int, int]) -> dict:
     res = {}
-    for name in FIO_JOBS:
-        res[name] = _fio(directory, name, size, runtime)
-        if name in ("seq_read_1M", "rand_read_4K", "fsync_8x4K"):
-            _clear(directory)
-    res["metadata"] = _meta_rates(directory)
+    if only in (None, "io"):
+        for name in FIO_JOBS:
+            res[name] = _fio(directory, name, size, runtime)
+            if name in ("seq_read_1M", "rand_read_4K", "fsync_8x4K"):
+                _clear(directory)
+        res["metadata"] = _meta_rates(directory)
+    if only in (None, "dirs"):
+        res["dirs"] = _dir_rates(directory, *dirs)
     return res
 
 
@@ -142,20 +172,21 @@ class _Mounted:
                 self.proc.wait()
 
 
-def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True) -> dict:
+def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True, only: str | None = None,
+        dirs: tuple[int, int] = (10_000, 100_000)) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     top = Path(tempfile.mkdtemp(prefix="bench-fs-", dir=workdir))
     report: dict = {"size": size, "runtime_s": runtime, "rows": rows, "cpus": os.cpu_count(), "targets": {}}
     try:
         direct = top / "direct"
         direct.mkdir()
-        report["targets"]["direct"] = _measure(direct, size, runtime)
+        report["targets"]["direct"] = _measure(direct, size, runtime, only, dirs)
         src, pmnt = top / "pt-src", top / "pt-mnt"
         src.mkdir()
         pmnt.mkdir()
         with _Mounted([sys.executable, "-m", "traxfs.tools.passthrough", str(src), str(pmnt), "--foreground"],
                       pmnt) as mounted:
-            report["targets"]["passthrough"] = _measure(pmnt, size, runtime)
+            report["targets"]["passthrough"] = _measure(pmnt, size, runtime, only, dirs)
         report["servers"] = {"passthrough": mounted.server}
         image, tmnt, home = top / "fs.img", top / "tx-mnt", top / "home"
         tmnt.mkdir()
@@ -165,8 +196,8 @@ def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True) -
         with _Mounted([*cli, "mount", "--foreground", str(image), str(tmnt)], tmnt) as mounted:
             work = tmnt / "bench"
             work.mkdir()
-            report["targets"]["traxfs"] = _measure(work, size, runtime)
-            if spark:
+            report["targets"]["traxfs"] = _measure(work, size, runtime, only, dirs)
+            if spark and only is None:
                 report["spark"] = _spark(direct, work, rows)
         report["servers"]["traxfs"] = mounted.server
     finally:
@@ -194,15 +225,22 @@ def _spark(direct: Path, traxfs: Path, rows: int) -> dict:
 def table(report: dict) -> str:
     t = report["targets"]
     lines = [f"{'workload':<16}{'direct':>12}{'passthrough':>14}{'traxfs':>12}{'tx/pt':>8}{'tx/direct':>11}"]
-    for name in FIO_JOBS:
+    for name in FIO_JOBS if "metadata" in t["direct"] else ():
         unit = "MBps" if "1M" in name else "iops"
         vals = [t[k][name][unit] for k in ("direct", "passthrough", "traxfs")]
         lines.append(f"{name + ' ' + unit:<16}{vals[0]:>12}{vals[1]:>14}{vals[2]:>12}"
                      f"{vals[2] / vals[1]:>8.2f}{vals[2] / vals[0]:>11.2f}")
-    for key in ("create_per_s", "stat_per_s", "unlink_per_s"):
+    for key in ("create_per_s", "stat_per_s", "unlink_per_s") if "metadata" in t["direct"] else ():
         vals = [t[k]["metadata"][key] for k in ("direct", "passthrough", "traxfs")]
         lines.append(f"{key:<16}{vals[0]:>12}{vals[1]:>14}{vals[2]:>12}"
                      f"{vals[2] / vals[1]:>8.2f}{vals[2] / vals[0]:>11.2f}")
+    if "dirs" in t["direct"]:
+        dirs = t["direct"]["dirs"]
+        for key, label in (("seekdir_walk_s", f"seekdir walk {dirs['walk_entries']} s"),
+                           ("ls_f_s", f"ls -f {dirs['ls_entries']} s")):
+            vals = [t[k]["dirs"][key] for k in ("direct", "passthrough", "traxfs")]
+            lines.append(f"{label:<16}{vals[0]:>12}{vals[1]:>14}{vals[2]:>12}"
+                         f"{vals[2] / max(vals[1], 0.01):>8.2f}{vals[2] / max(vals[0], 0.01):>11.2f}")
     servers = report.get("servers", {})
     if servers:
         lines.append("FUSE server peak RSS: " + ", ".join(
@@ -222,9 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runtime", type=int, default=8, help="seconds per time-based fio job (default 8)")
     p.add_argument("--rows", type=int, default=200_000, help="Spark job rows (default 200000)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark job")
+    p.add_argument("--only", choices=("io", "dirs"), help="only the fio and metadata workloads, or only the "
+                   "directory ones (no Spark either way)")
+    p.add_argument("--walk", type=int, default=10_000, help="entries of the seekdir walk (default 10000)")
+    p.add_argument("--list", type=int, default=100_000, help="entries listed by ls -f (default 100000)")
     p.add_argument("--json", help="also write the report here")
     a = p.parse_args(argv)
-    report = run(Path(a.workdir), a.size, a.runtime, a.rows, spark=not a.no_spark)
+    report = run(Path(a.workdir), a.size, a.runtime, a.rows, spark=not a.no_spark, only=a.only,
+                 dirs=(a.walk, a.list))
     print(table(report))
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2) + "\n")

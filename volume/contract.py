@@ -80,5 +80,10 @@ class DeviceContract(Protocol):
         """(first sector, sectors) of the efficient extent around sector ``lbn``."""
         ...
 
+    def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:
+        """Where bytes ``[offset, offset+length)`` are stored: (copy, device path, byte offset on
+        that device, length, offset within the range) for each piece of each copy."""
+        ...
+
     def close(self) -> None:
         ...

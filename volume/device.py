@@ -109,6 +109,11 @@ class Device(ABC):
         self._check(lbn * SECTOR, SECTOR)
         return lbn, 1
 
+    def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:
+        """A single device stores its bytes itself, in one copy."""
+        self._check(offset, length)
+        return [(0, self.path, offset, length, 0)]
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -290,6 +290,17 @@ class OpenLogicalVolume:
         unit = self.meta.stripe_unit
         return off // unit * unit // SECTOR, unit // SECTOR
 
+    def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:
+        """Each leg's pieces of the range: (leg, its device's path, offset on it, length,
+        offset within the range); a device that is missing is named by its PV UUID."""
+        self._check(offset, length)
+        out = []
+        for i, leg in enumerate(self.legs):
+            for p in leg.pieces(offset, length):
+                dev = self.devices.get(p.pv)
+                out.append((i, dev.path if dev is not None else p.pv, p.dev_offset, p.length, p.buf_offset))
+        return out
+
     def rectangle(self, lbn: int) -> tuple[int, int]:
         """The contiguous LBNs of one row across all disks: (first LBN, p·w)."""
         start, length = self.legs[0].row(self._lbn(lbn))

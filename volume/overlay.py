@@ -64,6 +64,10 @@ class OverlayDevice(Device):
         """The device underneath's geometry: what is planned here is planned as for it."""
         return self.inner.boundaries(lbn)
 
+    def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:
+        """Where the device underneath keeps these bytes (sectors held here go there too)."""
+        return self.inner.locate(offset, length)
+
     def flush(self) -> None:
         """Nothing reaches the device underneath."""
 

@@ -56,6 +56,18 @@ class RawPages:
         """Write ``views`` to consecutive bytes starting at ``pos``."""
         self._dev.writev(self._at(pos, sum(len(v) for v in views)), views)
 
+    def locate(self, pos: int, length: int) -> tuple[str, int, list[tuple[int, str, int, int, int]]]:
+        """Where page-area bytes live: the volume's name, their offset on it, and the device
+        pieces (``DeviceContract.locate``)."""
+        at = self._at(pos, length)
+        return self._dev.path, at, self._dev.locate(at, length)
+
+    def track(self, pos: int) -> int | None:
+        """The volume's track (stripe unit) holding page-area byte ``pos``; None on a volume
+        without geometry (``boundaries`` answers single sectors)."""
+        first, count = self._dev.boundaries(self._at(pos, 1) // 512)
+        return first // count if count > 1 else None
+
     def flush(self) -> None:
         """Make every raw write completed so far durable (flushes the device)."""
         self._dev.flush()

@@ -50,15 +50,15 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
             options = mount_options(source, "traxfs", allow_other=allow_other)
             made = fuse_lowlevel.sessions()
             try:
-                fuse_lowlevel.install(lseek=ops.lseek)  # pyfuse3 has no lseek handler: ours
+                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate)  # pyfuse3 has neither handler
             except RuntimeError as e:
                 raise FsError(errno.ENOSYS, f"mount of {source} refused: {e}") from None
             try:
                 pyfuse3.init(ops, mountpoint, options)
                 try:
-                    if fuse_lowlevel.sessions() == made or "lseek" not in fuse_lowlevel.installed():
+                    if fuse_lowlevel.sessions() == made or {"lseek", "fallocate"} - fuse_lowlevel.installed():
                         raise FsError(errno.ENOSYS, f"mount of {source} refused: pyfuse3 made its FUSE session "
-                                      "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE would be wrong "
+                                      "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE and fallocate would be wrong "
                                       "(is libfuse3 in LD_PRELOAD?)")
                     on_signals = threading.current_thread() is threading.main_thread()
                     trio.run(serve_loop, os.path.join(mountpoint, ".trax"), ready, on_signals, MIN_TASKS,

@@ -23,7 +23,9 @@ Kernel caches (what we chose and why):
 * **attribute and entry timeouts of 1 s**: the kernel revalidates names and attributes at most
   once a second; all changes come through the kernel, which updates its own copy as it makes
   them, so the cache is never stale for users of this mount. An inode whose attributes change by
-  themselves (``FileSystem.volatile``: the status files) gets an attribute timeout of 0.
+  themselves (``FileSystem.volatile``: the status files, the files of /tables) gets attribute
+  and entry timeouts of 0 (its name may go by itself too: a file of /tables/NAME/ingest/ goes
+  once it is ingested).
 * **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
   readahead windows.
 
@@ -61,7 +63,35 @@ SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, E
     ("update_size", "size", "st_size"), ("update_atime", "atime_ns", "st_atime_ns"),
     ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
 WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
+DOTS = (b".", b"..")
+SEEK_WINDOW = 4  # entries in the first reply after a seekdir (see _OpenDir)
 READDIR_BATCH = 32  # the kernel's buffer holds a few dozen entries; each entry's attributes cost a lookup
+
+
+class _OpenDir:
+    """An open directory: its inode, the caller that opened it, and where its listing stands.
+
+    A reply fills the kernel's buffer (the size of the reader's ``getdents`` buffer: glibc asks
+    for 32 KiB, some 200 entries with their attributes) when the reader goes on from where the
+    last reply ended. A request from anywhere else is a ``seekdir`` (or ``rewinddir``): glibc
+    dropped what it had buffered, and a reader that seeks after every entry (telldir, seekdir
+    back) would have every step fill a whole buffer from its cookie to be thrown away but one
+    entry, so such a request gets :data:`SEEK_WINDOW` entries, doubling while the reader then
+    goes on (readahead's rule). The cookie itself resumes in the B+tree directly."""
+
+    __slots__ = ("ino", "caller", "end", "window")
+
+    def __init__(self, ino: int, caller: Caller) -> None:
+        self.ino, self.caller = ino, caller
+        self.end = 0  # the cookie the last reply ended at (0: the listing's start)
+        self.window: int | None = None  # entries the next reply may hold (None: as many as fit)
+
+    def window_for(self, start: int) -> int | None:
+        if start != self.end:
+            self.window = SEEK_WINDOW
+        elif self.window is not None:
+            self.window = None if self.window >= READDIR_BATCH * 8 else self.window * 2
+        return self.window
 
 
 def _caller(ctx) -> Caller:
@@ -78,7 +108,7 @@ class TraxOperations(pyfuse3.Operations):
         self.fs = fs
         self._fh = itertools.count(1)
         self._open: dict[int, OpenFile] = {}  # fh -> the filesystem's handle
-        self._dirs: dict[int, tuple[int, Caller]] = {}  # directory fh -> ino, the caller that opened it
+        self._dirs: dict[int, _OpenDir] = {}  # directory fh -> what was opened, by whom, where it is
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
         self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
         fs.status_files.fuse_counters = self.counters
@@ -125,8 +155,9 @@ class TraxOperations(pyfuse3.Operations):
         a = pyfuse3.EntryAttributes()
         a.st_ino = node.ino
         a.generation = node.generation
-        a.entry_timeout = TIMEOUT
-        a.attr_timeout = 0 if self.fs.volatile(node.ino) else TIMEOUT
+        volatile = self.fs.volatile(node.ino)
+        a.entry_timeout = 0 if volatile else TIMEOUT  # (its name may go by itself too: an ingested file)
+        a.attr_timeout = 0 if volatile else TIMEOUT
         a.st_mode = node.mode
         a.st_nlink = node.nlink
         a.st_uid, a.st_gid = node.uid, node.gid
@@ -221,6 +252,15 @@ class TraxOperations(pyfuse3.Operations):
         except Exception as e:
             raise self._fuse_error(handle.seek, e) from None
 
+    def fallocate(self, ino: int, mode: int, off: int, length: int, fh: int) -> None:
+        """fallocate(2) (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and
+        calls this in a worker thread)."""
+        handle = self._open[fh]
+        try:
+            handle.fallocate(mode, off, length)
+        except Exception as e:
+            raise self._fuse_error(handle.fallocate, e) from None
+
     async def flush(self, fh):
         handle = self._open.get(fh)
         if handle is not None and handle.flush_pending():
@@ -237,28 +277,35 @@ class TraxOperations(pyfuse3.Operations):
         caller = _caller(ctx)
         await self._read(self.fs.opendir, inode, caller)
         fh = next(self._fh)
-        self._dirs[fh] = (inode, caller)
+        self._dirs[fh] = _OpenDir(inode, caller)
         return fh
 
     async def readdir(self, fh, start_id, token):
-        ino, caller = self._dirs[fh]
-        after = start_id
-        while True:
-            batch = await self._run(self.fs.readdir, ino, after, READDIR_BATCH, caller)
+        d = self._dirs[fh]
+        window = d.window_for(start_id)
+        after, sent = start_id, 0
+        while window is None or sent < window:
+            want = READDIR_BATCH if window is None else min(READDIR_BATCH, window - sent)
+            batch = await self._run(self.fs.readdir, d.ino, after, want, d.caller, True)
             if not batch:
-                return
+                break
             for name, node, cookie in batch:
-                self.fs.ref(node.ino)  # readdirplus: the kernel takes a lookup reference ...
+                counted = name not in DOTS  # readdirplus: the kernel takes a lookup reference of
+                if counted:  # every entry but "." and ".." ...
+                    self.fs.ref(node.ino)
                 if not pyfuse3.readdir_reply(token, name, self._entry(node), cookie):
-                    await self._unref(node.ino)  # ... only if the entry fit in the reply
+                    if counted:
+                        await self._unref(node.ino)  # ... only if the entry fit in the reply
+                    d.end = after
                     return
-                after = cookie
+                after, sent = cookie, sent + 1
+        d.end = after
 
     async def releasedir(self, fh):
         self._dirs.pop(fh, None)
 
     async def fsyncdir(self, fh, datasync):
-        await self._run(self.fs.fsync_dir, self._dirs[fh][0], bool(datasync))
+        await self._run(self.fs.fsync_dir, self._dirs[fh].ino, bool(datasync))
 
     # ----- extended attributes ------------------------------------------------------------------
     async def getxattr(self, inode, name, ctx):

@@ -12,12 +12,14 @@ with ``FileSystem.add_subtree`` before the filesystem is served.
 inode numbers stay below ``1 << TAG_SHIFT``, so the two never meet, and both must be stable
 across remounts (a tag is a constant of its subtree; local numbers come from what the subtree
 stores, never from a counter of this process). The subtree's top directory is local number
-:data:`TOP`. The tag is also the top directory's readdir cookie in the root, so tags are 1 to
-``FIRST_COOKIE - 1`` (the tree's own cookies start at ``keys.FIRST_COOKIE``).
+:data:`TOP`. The top directory's readdir cookie in the root is ``DOTS + tag`` (cookies 1 and 2
+are ``.`` and ``..``), so tags are 1 to ``FIRST_COOKIE - DOTS - 1`` (the tree's own cookies start
+at ``keys.FIRST_COOKIE``).
 
 **What the façade does for every subtree**: the root's entry (lookup, readdir; creating,
 removing or renaming that name in the root is refused), ``.`` and the top directory's ``..``
-(the root), EXDEV for a rename or link between a subtree and anything else. Everything else
+(the root), ``.`` and ``..`` in every listing (a subtree's own cookies are shifted up by 2 for
+them: a subtree never sees cookies 1 and 2), EXDEV for a rename or link between a subtree and anything else. Everything else
 comes here, with the :class:`Caller` of the request (readlink and the xattr calls come without
 one: the kernel's permission check covers them).
 
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from ..errors import FsError
-from ..keys import FIRST_COOKIE, Inode
+from ..keys import DOTS, FIRST_COOKIE, Inode
 
 TAG_SHIFT = 48
 LOCAL_MASK = (1 << TAG_SHIFT) - 1
@@ -108,6 +110,10 @@ class OpenFile:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (only these come here); see :func:`dense_seek`."""
         raise FsError(errno.EINVAL, "SEEK_DATA and SEEK_HOLE are not supported for this file")
 
+    def fallocate(self, mode: int, off: int, length: int) -> None:
+        """fallocate(2) (``mode``: ``FALLOC_FL_*``): none here."""
+        raise FsError(errno.EOPNOTSUPP, "fallocate is not supported for this file")
+
     def flush_pending(self) -> bool:
         """Cheap (no lock, no I/O): has :meth:`flush` anything to do at close(2)?"""
         return False
@@ -127,7 +133,7 @@ class Subtree:
     has a default: lookups find nothing, changes are refused with :attr:`refuse_errno`."""
 
     name: bytes  # its entry in the root directory
-    tag: int  # the high bits of its inode numbers, and its root entry's readdir cookie
+    tag: int  # the high bits of its inode numbers; its root entry's readdir cookie is DOTS + tag
     refuse_errno = errno.EPERM  # what refused changes raise
 
     @property
@@ -217,8 +223,13 @@ class Subtree:
     def collect(self, ino: int) -> None:
         """``ino`` lost its last reference: free what it held if nothing names it."""
 
+    # ----- life ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """The filesystem is closing cleanly (before its engine stops): finish and let go."""
+
 
 def check_tag(subtree: Subtree) -> None:
-    """A subtree's tag must fit below the tree's first readdir cookie (it is the root entry's)."""
-    if not 0 < subtree.tag < FIRST_COOKIE:
-        raise ValueError(f"subtree {subtree.name!r}: tag {subtree.tag} is not in 1..{FIRST_COOKIE - 1}")
+    """A subtree's tag must fit below the tree's first readdir cookie (``DOTS + tag`` is the root
+    entry's)."""
+    if not 0 < subtree.tag < FIRST_COOKIE - DOTS:
+        raise ValueError(f"subtree {subtree.name!r}: tag {subtree.tag} is not in 1..{FIRST_COOKIE - DOTS - 1}")

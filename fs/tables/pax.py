@@ -1,0 +1,181 @@
+"""The PAX page format (version 1): the same rows of every column, one minipage per column.
+
+A PAX page is a run of raw engine pages::
+
+    header   magic ``TRAXPAX1``, version u16, columns u16, rows u32, table id u64,
+             page sequence number u64 (0, 1, 2, ... in the table), crc32c of the header u32
+             (computed with the field zero; the directory included), 4 bytes reserved
+    directory  per column: minipage offset u32, length u32, crc32c u32
+    minipages  each 8-byte aligned, in column order:
+               NULL bitmap  ceil(rows/8) bytes (bit set: NULL), padded to 8 bytes
+               values       int32/date: 4 bytes, int64/decimal/timestamp/float64: 8 bytes,
+                            bool: 1 byte — little-endian, one per row (0 for a NULL);
+                            string: rows+1 offsets u32 into the UTF-8 bytes that follow
+
+Each minipage carries its own checksum, and the store's index keeps a copy of the directory, so
+a projection reads (and verifies) only the minipages of its columns. Everything little-endian.
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import crc32c
+
+from ..errors import FsError
+from .schema import ColType, Schema
+from .values import csv_printer, json_printer
+
+MAGIC = b"TRAXPAX1"
+VERSION = 1
+HEADER = struct.Struct("<8sHHIQQI4x")  # 40 bytes
+DIRENT = struct.Struct("<III")
+_FIXED = {"int32": "i", "date": "i", "int64": "q", "decimal": "q", "timestamp": "q", "float64": "d", "bool": "B"}
+_crc = crc32c.crc32c
+assert sys.byteorder == "little", "the PAX format is little-endian; arrays are written as they are in memory"
+
+
+class PaxDamaged(FsError):
+    """A PAX page or minipage that fails its checks (EIO for a reader)."""
+
+    def __init__(self, detail: str):
+        super().__init__(errno.EIO, detail)
+
+
+class MiniPage(NamedTuple):
+    """Where a column's minipage is in its PAX page, and what its values print as."""
+
+    offset: int
+    length: int
+    crc: int
+    csv_bytes: int  # the column's CSV fields of these rows, added up (NULL: 0)
+    json_bytes: int  # the column's JSON values (NULL: 4, ``null``)
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def header_size(ncols: int) -> int:
+    return _pad8(HEADER.size + ncols * DIRENT.size)
+
+
+def _encode_column(t: ColType, values: Sequence) -> tuple[bytes, int, int]:
+    """(minipage, CSV bytes, JSON bytes) of one column's values."""
+    rows = len(values)
+    nulls = bytearray(_pad8((rows + 7) // 8))
+    csv_show, json_show = csv_printer(t), json_printer(t)
+    csv_n = json_n = 0
+    present = []
+    for i, v in enumerate(values):
+        if v is None:
+            nulls[i >> 3] |= 1 << (i & 7)
+            json_n += 4
+        else:
+            present.append(v)
+            csv_n += len(csv_show(v).encode())
+            json_n += len(json_show(v).encode())
+    if t.kind == "string":
+        blob = bytearray()
+        offs = array("I", [0])
+        for v in values:
+            if v is not None:
+                blob += v.encode()
+            offs.append(len(blob))
+        body = offs.tobytes() + bytes(blob)
+    else:
+        code = _FIXED[t.kind]
+        body = array(code, [0 if v is None else v for v in values]).tobytes() if present else \
+            bytes(array(code).itemsize * rows)
+    return bytes(nulls) + body, csv_n, json_n
+
+
+def encode(schema: Schema, columns: Sequence[Sequence], table_id: int, seq: int) -> tuple[bytes, list[MiniPage]]:
+    """A PAX page of ``columns`` (one sequence of values per schema column, all the same
+    length), and its directory."""
+    rows = len(columns[0]) if columns else 0
+    ncols = len(schema.columns)
+    at = header_size(ncols)
+    parts, dirs = [], []
+    for c, values in zip(schema.columns, columns, strict=True):
+        if len(values) != rows:
+            raise ValueError("columns of different lengths")
+        mini, csv_n, json_n = _encode_column(c.type, values)
+        dirs.append(MiniPage(at, len(mini), _crc(mini), csv_n, json_n))
+        pad = _pad8(len(mini)) - len(mini)
+        parts.append(mini + bytes(pad))
+        at += len(mini) + pad
+    directory = b"".join(DIRENT.pack(d.offset, d.length, d.crc) for d in dirs)
+    head = HEADER.pack(MAGIC, VERSION, ncols, rows, table_id, seq, 0) + directory
+    crc = _crc(head)
+    head = HEADER.pack(MAGIC, VERSION, ncols, rows, table_id, seq, crc) + directory
+    return head + bytes(header_size(ncols) - len(head)) + b"".join(parts), dirs
+
+
+class Header(NamedTuple):
+    ncols: int
+    rows: int
+    table_id: int
+    seq: int
+    dirs: list[tuple[int, int, int]]  # (offset, length, crc) per column
+
+
+def parse_header(data: bytes, where: str) -> Header:
+    """The header of a PAX page (its first ``header_size`` bytes at least), verified."""
+    if len(data) < HEADER.size:
+        raise PaxDamaged(f"{where}: PAX page header cut short ({len(data)} bytes)")
+    magic, version, ncols, rows, tid, seq, crc = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise PaxDamaged(f"{where}: not a PAX page (magic {magic!r})")
+    if version != VERSION:
+        raise PaxDamaged(f"{where}: PAX page version {version}; this traxfs reads version {VERSION}")
+    end = HEADER.size + ncols * DIRENT.size
+    if len(data) < end:
+        raise PaxDamaged(f"{where}: PAX page directory cut short")
+    body = HEADER.pack(magic, version, ncols, rows, tid, seq, 0) + bytes(data[HEADER.size : end])
+    if _crc(body) != crc:
+        raise PaxDamaged(f"{where}: PAX page header checksum mismatch")
+    dirs = [DIRENT.unpack_from(data, HEADER.size + i * DIRENT.size) for i in range(ncols)]
+    return Header(ncols, rows, tid, seq, dirs)
+
+
+def minipage_ok(data: bytes, crc: int) -> bool:
+    return _crc(data) == crc
+
+
+def check_minipage(data: bytes, crc: int, where: str) -> None:
+    if _crc(data) != crc:
+        raise PaxDamaged(f"{where}: minipage checksum mismatch")
+
+
+def decode_column(t: ColType, rows: int, data: bytes, where: str) -> list:
+    """The values of one minipage (verified by the caller), NULLs as None."""
+    nb = _pad8((rows + 7) // 8)
+    nulls = data[:nb]
+    if t.kind == "string":
+        offs = array("I")
+        offs.frombytes(data[nb : nb + 4 * (rows + 1)])
+        blob = data[nb + 4 * (rows + 1) :]
+        if len(offs) != rows + 1 or offs[-1] > len(blob):
+            raise PaxDamaged(f"{where}: string minipage offsets out of range")
+        text = bytes(blob)
+        vals: list = [text[offs[i] : offs[i + 1]].decode() for i in range(rows)]
+    else:
+        vals_a = array(_FIXED[t.kind])
+        need = vals_a.itemsize * rows
+        if len(data) - nb < need:
+            raise PaxDamaged(f"{where}: minipage cut short")
+        vals_a.frombytes(data[nb : nb + need])
+        vals = vals_a.tolist()
+        if t.kind == "bool":
+            vals = [bool(v) for v in vals]
+    if any(nulls):
+        for i in range(rows):
+            if nulls[i >> 3] >> (i & 7) & 1:
+                vals[i] = None
+    return vals

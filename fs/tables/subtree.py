@@ -1,0 +1,674 @@
+"""``/tables``: every table of the filesystem as a folder of files.
+
+::
+
+    /tables/NAME/schema        the schema text (written once after ``mkdir``: creates the table)
+    /tables/NAME/rows.csv      all columns, CSV with a header row   } read-only views of the
+    /tables/NAME/rows.jsonl    all columns, JSON lines              } table version at open
+    /tables/NAME/columns/      C.csv and C.jsonl per column listed; any projection by path:
+                               ``c3,c1.csv``, ``c2,c1.jsonl`` (columns in the order named)
+    /tables/NAME/status.json   rows, pages, bytes per column, version, ingests, rejections
+    /tables/NAME/ingest/       files to append (see ``staging``): a file closed there, or
+                               renamed into it, is parsed and appended whole in one durable
+                               transaction, then disappears; ``_`` and ``.`` names (Spark's
+                               ``_SUCCESS``, Hadoop's ``.crc`` files) are accepted and dropped;
+                               a malformed file goes to ``ingest/.rejected/`` with ``NAME.error``
+
+``mkdir /tables/NAME`` makes a folder holding only ``schema`` and ``status.json`` until a valid
+schema is written (a bad one: EINVAL, nothing created, the reason in ``status.json``);
+``rmdir /tables/NAME`` removes the table and gives its space back (EBUSY while a view is open).
+
+**Exactly once.** An ingest records the file's name, size and crc32c in the same transaction as
+its rows; the same file arriving again (a writer retrying a close whose answer a crash lost) is
+recognised and dropped. A view's size at ``stat`` is exact for the current version and computed
+without a scan; an open view keeps its version. Views only grow by appends, so every version's
+bytes start with the bytes of every earlier one.
+
+**Inode numbers**: a table's folder and files are ``slot << 24 | kind`` with the table's id as
+its slot (stable across remounts); a folder made by ``mkdir`` whose schema is not written yet
+has a slot above :data:`PENDING_SLOT` (and keeps it, beside its id, until the mount stops). A
+projection's number is a hash of its columns and format (probed on a collision), a staged file's
+a number of this mount (staged files do not outlive it).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import crc32c
+
+from ..engine import nowait
+from ..errors import FsError
+from ..keys import Inode
+from ..subtrees.protocol import LOCAL_MASK, TOP, Caller, OpenFile, Subtree, dense_seek, subtree_ino
+from .ingest import IngestError, parse_file
+from .render import FORMATS, ViewReader, view_size
+from .schema import SchemaError
+from .staging import Node, now_ns
+from .store import Table, TableStore, check_name
+
+log = logging.getLogger("traxfs.tables")
+
+TAG = 5
+SLOT_SHIFT = 24
+KIND_MASK = (1 << SLOT_SHIFT) - 1
+PENDING_SLOT = 1 << 23
+DIR, SCHEMA, ROWS_CSV, ROWS_JSONL, STATUS, COLUMNS, INGEST, REJECTED = range(8)
+SINGLE = 0x100  # + 2·column + format: one column's view
+STAGED = 0x1000  # .. PROJECTION: staged files and folders of this mount
+PROJECTION = 0x800000  # .. KIND_MASK: projections by hash
+FIXED_NAMES = {b"schema": SCHEMA, b"rows.csv": ROWS_CSV, b"rows.jsonl": ROWS_JSONL, b"status.json": STATUS,
+               b"columns": COLUMNS, b"ingest": INGEST}
+REJECTED_NAME = b".rejected"
+RECENT = 16  # ingests and rejections status.json lists
+
+
+@dataclass(eq=False)
+class Entry:
+    """A table's folder in this mount (a created table, or a ``mkdir`` waiting for its schema)."""
+
+    name: bytes
+    slot: int  # its first slot in this mount (a readdir cookie in /tables)
+    table: Table | None = None
+    error: str | None = None  # the last schema refused
+    schema_buf: bytearray = field(default_factory=bytearray)
+    created_ns: int = field(default_factory=now_ns)
+    nodes: dict[int, Node] = field(default_factory=dict)  # staged nodes by kind number
+    projections: dict[int, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+    next_staged: int = STAGED
+    ingests: list[dict] = field(default_factory=list)  # recent, newest last
+    rejections: list[dict] = field(default_factory=list)
+    ingest_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.nodes[INGEST] = Node(INGEST, b"ingest", None, stat.S_IFDIR | 0o777, 0, 0, children={})
+        self.nodes[REJECTED] = Node(REJECTED, REJECTED_NAME, self.nodes[INGEST], stat.S_IFDIR | 0o755, 0, 0,
+                                    children={})
+        self.nodes[INGEST].children[REJECTED_NAME] = self.nodes[REJECTED]
+
+
+class TablesSubtree(Subtree):
+    name = b"tables"
+    tag = TAG
+
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._entries: dict[bytes, Entry] = {}
+        self._slots: dict[int, Entry] = {}
+        self._next_pending = PENDING_SLOT
+        self.started_ns = now_ns()
+        for name in store.names():
+            table = store.get(name)
+            self._add(Entry(name, table.rec.tid, table))
+
+    def _add(self, entry: Entry) -> None:
+        self._entries[entry.name] = entry
+        self._slots[entry.slot] = entry
+        if entry.table is not None:
+            self._slots[entry.table.rec.tid] = entry
+
+    def close(self) -> None:
+        for entry in self._entries.values():
+            for node in entry.nodes.values():
+                node.drop()
+        self.store.close()
+
+    # ----- numbers ------------------------------------------------------------------------------
+    def _ino(self, entry: Entry, kind: int) -> int:
+        slot = entry.table.rec.tid if entry.table is not None else entry.slot
+        return subtree_ino(TAG, slot << SLOT_SHIFT | kind)
+
+    def _split(self, ino: int) -> tuple[Entry | None, int]:
+        """(entry, kind) of ``ino`` (entry None: the top)."""
+        local = ino & LOCAL_MASK
+        if local == TOP:
+            return None, TOP
+        entry = self._slots.get(local >> SLOT_SHIFT)
+        if entry is None or self._entries.get(entry.name) is not entry:
+            raise FsError(errno.ENOENT, f"inode {ino} does not exist (any more)")
+        return entry, local & KIND_MASK
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The subtree's lock, taken as calls on the FUSE loop's thread may (``nowait``)."""
+        nowait.acquire(self._lock)
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    # ----- attributes ---------------------------------------------------------------------------
+    def _dir(self, ino: int, mode: int = 0o755, t: int | None = None) -> Inode:
+        t = t or self.started_ns
+        return Inode(ino, stat.S_IFDIR | mode, 0, 0, 2, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t)
+
+    def _file(self, ino: int, size: int, mode: int = 0o444, t: int | None = None) -> Inode:
+        t = t or self.started_ns
+        return Inode(ino, stat.S_IFREG | mode, 0, 0, 1, size=size, atime_ns=t, mtime_ns=t, ctime_ns=t, crtime_ns=t,
+                     blocks=(size + 511) // 512)
+
+    def _attrs(self, entry: Entry | None, kind: int) -> Inode:
+        if entry is None:
+            return self._dir(self.top_ino, 0o1777)
+        ino = self._ino(entry, kind)
+        table = entry.table
+        changed = entry.created_ns
+        if table is not None and table.rec.last_ingest_ms:
+            changed = max(changed, table.rec.last_ingest_ms * 1_000_000)
+        if kind == DIR:
+            return self._dir(ino, 0o777, entry.created_ns)
+        if kind == SCHEMA:
+            if table is None:
+                return self._file(ino, len(entry.schema_buf), 0o666, entry.created_ns)
+            return self._file(ino, len(table.schema.text()) + 1, 0o444, entry.created_ns)
+        if kind == STATUS:
+            return self._file(ino, len(self._status(entry)), 0o444, changed)
+        if table is None:
+            raise FsError(errno.ENOENT, f"table {entry.name!r} has no schema yet")
+        if kind == COLUMNS:
+            return self._dir(ino, 0o555, entry.created_ns)
+        view = self._view_of(entry, kind)
+        if view is not None:
+            cols, fmt = view
+            return self._file(ino, view_size(table.schema, table.snapshot(), cols, fmt), 0o444, changed)
+        node = entry.nodes.get(kind)
+        if node is None or node.gone:
+            raise FsError(errno.ENOENT, f"inode {ino} does not exist (any more)")
+        return self._node_attrs(entry, node)
+
+    def _node_attrs(self, entry: Entry, node: Node) -> Inode:
+        ino = self._ino(entry, node.local)
+        return Inode(ino, node.mode, node.uid, node.gid, 2 if node.is_dir else 1, size=node.size,
+                     atime_ns=node.mtime_ns, mtime_ns=node.mtime_ns, ctime_ns=node.ctime_ns, crtime_ns=node.ctime_ns,
+                     blocks=(node.size + 511) // 512)
+
+    def _view_of(self, entry: Entry, kind: int) -> tuple[tuple[int, ...], str] | None:
+        ncols = len(entry.table.schema.columns)
+        if kind == ROWS_CSV:
+            return tuple(range(ncols)), "csv"
+        if kind == ROWS_JSONL:
+            return tuple(range(ncols)), "jsonl"
+        if SINGLE <= kind < SINGLE + 2 * ncols:
+            return (((kind - SINGLE) // 2,), FORMATS[(kind - SINGLE) % 2])
+        if kind >= PROJECTION:
+            return entry.projections.get(kind)
+        return None
+
+    def getattr(self, ino: int, caller: Caller) -> Inode:
+        with self._locked():
+            entry, kind = self._split(ino)
+            return self._attrs(entry, kind)
+
+    def volatile(self, ino: int) -> bool:
+        return ino & LOCAL_MASK != TOP
+
+    # ----- names --------------------------------------------------------------------------------
+    def lookup(self, parent: int, name: bytes, caller: Caller) -> Inode:
+        with self._locked():
+            entry, kind = self._split(parent)
+            if entry is None:
+                found = self._entries.get(name)
+                if found is None:
+                    raise FsError(errno.ENOENT, f"no table {name!r}")
+                return self._attrs(found, DIR)
+            if name == b"..":
+                return self._up(entry, kind)
+            return self._attrs(entry, self._child(entry, kind, name))
+
+    def _up(self, entry: Entry, kind: int) -> Inode:
+        if kind == DIR:
+            return self._attrs(None, TOP)
+        if kind in (COLUMNS, INGEST):
+            return self._attrs(entry, DIR)
+        node = entry.nodes.get(kind)
+        if node is None or node.parent is None:
+            raise FsError(errno.ENOENT, "no parent")
+        return self._attrs(entry, node.parent.local)
+
+    def _child(self, entry: Entry, kind: int, name: bytes) -> int:
+        if kind == DIR:
+            child = FIXED_NAMES.get(name)
+            if child is None or (entry.table is None and child not in (SCHEMA, STATUS)):
+                raise FsError(errno.ENOENT, f"{name!r} not found")
+            return child
+        if kind == COLUMNS:
+            return self._projection(entry, name)
+        node = entry.nodes.get(kind)
+        if node is None or not node.is_dir:
+            raise FsError(errno.ENOTDIR, "not a directory")
+        child = node.children.get(name)
+        if child is None:
+            raise FsError(errno.ENOENT, f"{name!r} not found")
+        return child.local
+
+    def _projection(self, entry: Entry, name: bytes) -> int:
+        """The kind number of the view ``columns/NAME`` (``c1,c2.csv``), made on first use."""
+        stem, _, fmt = name.decode(errors="replace").rpartition(".")
+        schema = entry.table.schema
+        if fmt not in FORMATS or not stem:
+            raise FsError(errno.ENOENT, f"{name!r}: a view is COLUMNS.csv or COLUMNS.jsonl")
+        try:
+            cols = tuple(schema.index(c) for c in stem.split(","))
+        except KeyError as ex:
+            raise FsError(errno.ENOENT, f"{name!r}: no column {ex.args[0]!r}") from None
+        if len(set(cols)) != len(cols):
+            raise FsError(errno.ENOENT, f"{name!r} names a column twice")
+        if len(cols) == 1:
+            return SINGLE + 2 * cols[0] + FORMATS.index(fmt)
+        want = (cols, fmt)
+        h = int.from_bytes(hashlib.blake2b(repr(want).encode(), digest_size=4).digest(), "big")
+        kind = PROJECTION + h % (KIND_MASK + 1 - PROJECTION)
+        while entry.projections.get(kind, want) != want:
+            kind = PROJECTION + (kind + 1 - PROJECTION) % (KIND_MASK + 1 - PROJECTION)
+        entry.projections[kind] = want
+        return kind
+
+    def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
+        with self._locked():
+            entry, kind = self._split(ino)
+            if entry is None:
+                items = sorted((e.slot, e.name, e) for e in self._entries.values())
+                return [(name, self._attrs(e, DIR), slot) for slot, name, e in items if slot > after][:limit]
+            if kind == DIR:
+                names = [(k + 1, n, k) for n, k in FIXED_NAMES.items()
+                         if entry.table is not None or k in (SCHEMA, STATUS)]
+            elif kind == COLUMNS:
+                names = [(SINGLE + 2 * i + f + 1, f"{c.name}.{fmt}".encode(), SINGLE + 2 * i + f)
+                         for i, c in enumerate(entry.table.schema.columns) for f, fmt in enumerate(FORMATS)]
+            else:
+                node = entry.nodes.get(kind)
+                if node is None or not node.is_dir:
+                    raise FsError(errno.ENOTDIR, "not a directory")
+                names = sorted((c.local + 1, n, c.local) for n, c in node.children.items())
+            return [(n, self._attrs(entry, k), cookie) for cookie, n, k in sorted(names) if cookie > after][:limit]
+
+    # ----- the set of tables --------------------------------------------------------------------
+    def create(self, parent: int, name: bytes, mode: int, caller: Caller, rdev: int = 0,
+               target: bytes | None = None) -> Inode:
+        with self._lock:
+            entry, kind = self._split(parent)
+            if entry is None:
+                if not stat.S_ISDIR(mode):
+                    raise FsError(errno.EPERM, "only folders (tables) can be made in /tables")
+                check_name(name)
+                if name in self._entries:
+                    raise FsError(errno.EEXIST, f"table {name!r} exists")
+                new = Entry(name, self._next_pending)
+                self._next_pending += 1
+                self._add(new)
+                return self._attrs(new, DIR)
+            if target is not None or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise FsError(errno.EPERM, "only files and folders can be made here")
+            parent_node = entry.nodes.get(kind) if entry.table is not None else None
+            if parent_node is None or not parent_node.is_dir or kind == REJECTED:
+                if kind in (DIR, COLUMNS) or kind == REJECTED:
+                    raise FsError(errno.EPERM, "files are made in ingest/ only")
+                raise FsError(errno.ENOTDIR, "not a directory")
+            if name in parent_node.children:
+                raise FsError(errno.EEXIST, f"{name!r} exists")
+            node = Node(entry.next_staged, name, parent_node, mode, caller.uid, caller.gid,
+                        children={} if stat.S_ISDIR(mode) else None)
+            entry.next_staged += 1
+            entry.nodes[node.local] = node
+            parent_node.children[name] = node
+            return self._node_attrs(entry, node)
+
+    def rmdir(self, parent: int, name: bytes, caller: Caller) -> None:
+        with self._lock:
+            entry, kind = self._split(parent)
+            if entry is not None:
+                node = self._staged_child(entry, kind, name)
+                if not node.is_dir:
+                    raise FsError(errno.ENOTDIR, f"{name!r} is not a directory")
+                if node.children:
+                    raise FsError(errno.ENOTEMPTY, f"{name!r} is not empty")
+                if node.local == REJECTED:
+                    raise FsError(errno.EPERM, "ingest/.rejected belongs to the table")
+                self._forget(entry, node)
+                return
+            entry = self._entries.get(name)
+            if entry is None:
+                raise FsError(errno.ENOENT, f"no table {name!r}")
+            if entry.table is not None:
+                self.store.remove(name)  # EBUSY with open views; durable when it returns
+            del self._entries[name]
+            for node in entry.nodes.values():
+                node.drop()
+
+    def _staged_child(self, entry: Entry, kind: int, name: bytes) -> Node:
+        parent = entry.nodes.get(kind)
+        if parent is None or not parent.is_dir:
+            raise FsError(errno.EPERM, "only entries of ingest/ can be removed")
+        node = parent.children.get(name)
+        if node is None:
+            raise FsError(errno.ENOENT, f"{name!r} not found")
+        return node
+
+    def _forget(self, entry: Entry, node: Node) -> None:
+        del node.parent.children[node.name]
+        entry.nodes.pop(node.local, None)
+        node.drop()
+
+    def unlink(self, parent: int, name: bytes, caller: Caller) -> None:
+        with self._lock:
+            entry, kind = self._split(parent)
+            if entry is None:
+                raise FsError(errno.EISDIR, f"{name!r} is a table: rmdir removes it")
+            node = self._staged_child(entry, kind, name)
+            if node.is_dir:
+                raise FsError(errno.EISDIR, f"{name!r} is a directory")
+            self._forget(entry, node)
+
+    def rename(self, old_parent: int, old_name: bytes, new_parent: int, new_name: bytes, flags: int,
+               caller: Caller) -> None:
+        with self._lock:
+            entry, kind = self._split(old_parent)
+            entry2, kind2 = self._split(new_parent)
+            if entry is None or entry2 is not entry:
+                raise FsError(errno.EXDEV if entry is not entry2 else errno.EPERM,
+                              "tables cannot be renamed; files move only inside one table's ingest/")
+            node = self._staged_child(entry, kind, old_name)
+            dest = entry.nodes.get(kind2)
+            if dest is None or not dest.is_dir or kind2 == REJECTED or node.local == REJECTED:
+                raise FsError(errno.EPERM, "files move only inside ingest/")
+            anc = dest
+            while anc is not None:
+                if anc is node:
+                    raise FsError(errno.EINVAL, "a folder cannot move into itself")
+                anc = anc.parent
+            old = dest.children.get(new_name)
+            if old is not None and old is not node:
+                if flags & 1:  # RENAME_NOREPLACE
+                    raise FsError(errno.EEXIST, f"{new_name!r} exists")
+                if old.is_dir != node.is_dir:
+                    raise FsError(errno.EISDIR if old.is_dir else errno.ENOTDIR, f"{new_name!r} is of another type")
+                if old.is_dir and old.children:
+                    raise FsError(errno.ENOTEMPTY, f"{new_name!r} is not empty")
+                self._forget(entry, old)
+            del node.parent.children[node.name]
+            node.name, node.parent = new_name, dest
+            dest.children[new_name] = node
+            node.ctime_ns = now_ns()
+            arrived = kind2 == INGEST and not node.is_dir
+        if arrived:
+            self._ingest(entry, node)
+
+    def setattr(self, ino: int, changes: dict, caller: Caller) -> Inode:
+        with self._lock:
+            entry, kind = self._split(ino)
+            node = entry.nodes.get(kind) if entry is not None else None
+            if node is None or kind in (INGEST, REJECTED):
+                if entry is not None and kind == SCHEMA and entry.table is None and set(changes) <= {"size"}:
+                    del entry.schema_buf[changes.get("size", 0):]
+                    return self._attrs(entry, kind)
+                if set(changes) <= {"atime_ns", "mtime_ns"}:
+                    return self._attrs(entry, kind)  # (touch: accepted, nothing kept)
+                raise FsError(errno.EPERM, "only ingest/'s files and folders can be changed")
+            if "size" in changes:
+                if node.is_dir:
+                    raise FsError(errno.EISDIR, "a directory has no size to set")
+                node.truncate(changes["size"])
+            if "mode" in changes:
+                node.mode = stat.S_IFMT(node.mode) | changes["mode"] & 0o7777
+            if "uid" in changes:
+                node.uid = changes["uid"]
+            if "gid" in changes:
+                node.gid = changes["gid"]
+            if "mtime_ns" in changes:
+                node.mtime_ns = changes["mtime_ns"]
+            node.ctime_ns = now_ns()
+            return self._node_attrs(entry, node)
+
+    # ----- files --------------------------------------------------------------------------------
+    def open(self, ino: int, flags: int, caller: Caller) -> OpenFile:
+        writing = flags & (os.O_WRONLY | os.O_RDWR)
+        with self._locked():
+            entry, kind = self._split(ino)
+            if entry is None or kind in (DIR, COLUMNS) or (entry.nodes.get(kind) is not None
+                                                           and entry.nodes[kind].is_dir):
+                raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+            if kind == SCHEMA:
+                if entry.table is not None:
+                    if writing:
+                        raise FsError(errno.EACCES, "the schema of an existing table cannot change")
+                    return BytesHandle((entry.table.schema.text() + "\n").encode())
+                if flags & os.O_TRUNC and writing:
+                    entry.schema_buf.clear()
+                return SchemaHandle(self, entry)
+            if kind == STATUS:
+                if writing:
+                    raise FsError(errno.EACCES, "status.json is read-only")
+                return BytesHandle(self._status(entry))
+            if entry.table is None:
+                raise FsError(errno.ENOENT, f"table {entry.name!r} has no schema yet")
+            view = self._view_of(entry, kind)
+            if view is not None:
+                if writing:
+                    raise FsError(errno.EACCES, "views are read-only: append through ingest/")
+                table = entry.table
+                reader = ViewReader(self.store, table, table.snapshot(), view[0], view[1],
+                                    f"table {entry.name.decode(errors='replace')}")
+                table.readers += 1
+                return ViewHandle(self, reader)
+            node = entry.nodes.get(kind)
+            if node is None or node.gone:
+                raise FsError(errno.ENOENT, f"inode {ino} does not exist (any more)")
+            if writing and node.parent.local == REJECTED:
+                raise FsError(errno.EACCES, "rejected files are read-only")
+            if flags & os.O_TRUNC and writing:
+                node.truncate(0)
+            return StagedHandle(self, entry, node, bool(writing))
+
+    def release_view(self, table: Table) -> None:
+        with self._lock:
+            table.readers -= 1
+
+    # ----- ingest -------------------------------------------------------------------------------
+    def _ingest(self, entry: Entry, node: Node) -> None:
+        """A complete file in ``ingest/``: append its rows (or reject it), then it leaves."""
+        with entry.ingest_lock:
+            with self._lock:
+                if node.gone or node.parent is not entry.nodes[INGEST]:
+                    return
+                name, data = node.name, node.contents()
+            if _marker(name):
+                self._done(entry, node, None)
+                return
+            try:
+                columns = parse_file(entry.table.schema, name, data)
+            except IngestError as ex:
+                self._reject(entry, node, name, data, str(ex))
+                return
+            result = self.store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
+            self._done(entry, node, {"file": name.decode(errors="replace"), "rows": result.rows,
+                                     "bytes": len(data), "version": result.version, "duplicate": result.duplicate,
+                                     "at": time.time()})
+
+    def _done(self, entry: Entry, node: Node, record: dict | None) -> None:
+        with self._lock:
+            if not node.gone and node.parent is entry.nodes[INGEST]:
+                self._forget(entry, node)
+            if record is not None:
+                entry.ingests = (entry.ingests + [record])[-RECENT:]
+
+    def _reject(self, entry: Entry, node: Node, name: bytes, data: bytes, why: str) -> None:
+        text = f"{name.decode(errors='replace')}: {why}\n".encode()
+        log.info("table %r: rejected %r: %s", entry.name, name, why)
+        with self._lock:
+            if not node.gone and node.parent is entry.nodes[INGEST]:
+                self._forget(entry, node)
+            rejected = entry.nodes[REJECTED]
+            for n, content in ((name, data), (name + b".error", text)):
+                old = rejected.children.get(n)
+                if old is not None:
+                    self._forget(entry, old)
+                f = Node(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0)
+                entry.next_staged += 1
+                f.write(0, content)
+                entry.nodes[f.local] = f
+                rejected.children[n] = f
+            entry.rejections = (entry.rejections + [{"file": name.decode(errors="replace"), "error": why,
+                                                     "at": time.time()}])[-RECENT:]
+
+    def write_schema(self, entry: Entry, final: bool) -> None:
+        """The schema text written so far: create the table when it is complete (at close, or a
+        write ending in a newline that is not in the middle of a column list)."""
+        with entry.ingest_lock:
+            with self._lock:
+                if entry.table is not None or not entry.schema_buf:
+                    return
+                text = entry.schema_buf.decode(errors="replace")
+            if not final and (not text.endswith("\n") or text.rstrip().endswith(",")):
+                return
+            try:
+                table = self.store.create(entry.name, text)
+            except SchemaError as ex:
+                with self._lock:
+                    entry.error = str(ex)
+                    entry.schema_buf.clear()
+                raise FsError(errno.EINVAL, f"bad schema: {ex}") from None
+            with self._lock:
+                entry.table, entry.error = table, None
+                entry.schema_buf.clear()
+                self._slots[table.rec.tid] = entry
+
+    # ----- status -------------------------------------------------------------------------------
+    def _status(self, entry: Entry) -> bytes:
+        doc: dict = {"table": entry.name.decode(errors="replace")}
+        table = entry.table
+        if table is None:
+            doc["state"] = "waiting for a schema"
+            if entry.error:
+                doc["schema_error"] = entry.error
+        else:
+            rec = table.rec
+            doc.update({
+                "state": "ready", "schema": table.schema.text(), "version": rec.version, "rows": rec.rows,
+                "pax_pages": rec.npages, "engine_pages": rec.engine_pages,
+                "bytes": {c.name: {"stored": t.stored, "csv": t.csv_bytes, "json": t.json_bytes}
+                          for c, t in zip(table.schema.columns, rec.totals, strict=True)},
+                "created_ms": rec.created_ms, "last_ingest_ms": rec.last_ingest_ms or None,
+                "placement": self.store.placement(), "ingests": entry.ingests,
+                "rejected": entry.rejections,
+            })
+        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+class BytesHandle(OpenFile):
+    """Fixed bytes (the schema of a table, a status document as it was at open)."""
+
+    direct_io = True
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, off: int, size: int) -> bytes:
+        return self.data[off : off + size]
+
+    def seek(self, off: int, whence: int) -> int:
+        return dense_seek(off, whence, len(self.data))
+
+
+class ViewHandle(OpenFile):
+    """A view of the table version at open."""
+
+    direct_io = True
+
+    def __init__(self, subtree: TablesSubtree, reader: ViewReader) -> None:
+        self.subtree, self.reader = subtree, reader
+        self._lock = threading.Lock()
+
+    def read(self, off: int, size: int) -> bytes:
+        with self._lock:
+            return self.reader.read(off, size)
+
+    def seek(self, off: int, whence: int) -> int:
+        return dense_seek(off, whence, self.reader.size)
+
+    def release(self) -> None:
+        self.subtree.release_view(self.reader.table)
+
+
+class SchemaHandle(OpenFile):
+    direct_io = True
+
+    def __init__(self, subtree: TablesSubtree, entry: Entry) -> None:
+        self.subtree, self.entry = subtree, entry
+
+    def read(self, off: int, size: int) -> bytes:
+        with self.subtree._lock:
+            return bytes(self.entry.schema_buf[off : off + size])
+
+    def write(self, off: int, data: bytes) -> int:
+        with self.subtree._lock:
+            if self.entry.table is not None:
+                raise FsError(errno.EEXIST, "the table exists: its schema cannot change")
+            buf = self.entry.schema_buf
+            if off > len(buf):
+                buf.extend(bytes(off - len(buf)))
+            buf[off : off + len(data)] = data
+        self.subtree.write_schema(self.entry, final=False)
+        return len(data)
+
+    def flush_pending(self) -> bool:
+        return self.entry.table is None and bool(self.entry.schema_buf)
+
+    def flush(self) -> None:
+        self.subtree.write_schema(self.entry, final=True)
+
+
+class StagedHandle(OpenFile):
+    """A file of ``ingest/``: written like any file; closed in ``ingest/`` itself, ingested."""
+
+    direct_io = True
+
+    def __init__(self, subtree: TablesSubtree, entry: Entry, node: Node, writing: bool) -> None:
+        self.subtree, self.entry, self.node, self.writing = subtree, entry, node, writing
+
+    def read(self, off: int, size: int) -> bytes:
+        with self.subtree._lock:
+            return self.node.read(off, size)
+
+    def write(self, off: int, data: bytes) -> int:
+        if not self.writing:
+            raise FsError(errno.EBADF, "not open for writing")
+        with self.subtree._lock:
+            if self.node.gone:
+                raise FsError(errno.ENOENT, "the file was ingested or removed")
+            return self.node.write(off, bytes(data))
+
+    def seek(self, off: int, whence: int) -> int:
+        return dense_seek(off, whence, self.node.size)
+
+    def _arrived(self) -> bool:
+        return self.writing and not self.node.gone and self.node.parent is self.entry.nodes[INGEST]
+
+    def flush_pending(self) -> bool:
+        return self._arrived() and not _marker(self.node.name)
+
+    def flush(self) -> None:
+        """close(2) of a data file written in ``ingest/``: ingest it now, so the close answers
+        with the file's fate (a marker waits for :meth:`release`: Hadoop chmods ``_SUCCESS``
+        from a child process after the child closed its inherited descriptor)."""
+        self.subtree._ingest(self.entry, self.node)
+
+    def release(self) -> None:
+        if self._arrived() and _marker(self.node.name):
+            self.subtree._ingest(self.entry, self.node)
+
+
+def _marker(name: bytes) -> bool:
+    """Names that are not rows: Spark's ``_SUCCESS``, Hadoop's ``.NAME.crc`` (dropped on arrival)."""
+    return name.startswith((b"_", b"."))
+
