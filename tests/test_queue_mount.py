@@ -46,6 +46,14 @@ def test_shell_producer_and_reader(qdir, tmp_path):
     assert out.stdout == lines(0, 1000)
     st = status(qdir)
     assert (st["records"], st["first_seq"], st["last_seq"], st["views"]["v"]["lag"]) == (1000, 0, 999, 1000)
+    sh = (f"echo 400 > '{qdir}/views/v/commit' && echo '{{\"retain_count\": 5000}}' > '{qdir}/config.json' && "
+          f"echo @0 > '{qdir}/views/v/seek' && echo 990 > '{qdir}/views/v/commit' && tail -n 3 '{qdir}/views/v/records'")
+    out = subprocess.run(sh, shell=True, capture_output=True, check=True, timeout=30)
+    assert out.stdout == lines(997, 3)
+    st = status(qdir)
+    assert st["views"]["v"]["head"] == 990 and st["config"]["retain_count"] == 5000
+    bad = subprocess.run(["bash", "-c", f"echo 2000 > '{qdir}/views/v/commit'"], capture_output=True, timeout=30)
+    assert bad.returncode != 0 and b"Invalid argument" in bad.stderr
 
 
 @pytest.mark.timeout(60)
