@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 
+import psutil
 import pytest
 from fsmount import traxfs_mount
 from queue_paths import Stream, append, config, lines, numbers, put, q, status
@@ -45,6 +46,14 @@ def test_shell_producer_and_reader(qdir, tmp_path):
     assert out.stdout == lines(0, 1000)
     st = status(qdir)
     assert (st["records"], st["first_seq"], st["last_seq"], st["views"]["v"]["lag"]) == (1000, 0, 999, 1000)
+    sh = (f"echo 400 > '{qdir}/views/v/commit' && echo '{{\"retain_count\": 5000}}' > '{qdir}/config.json' && "
+          f"echo @0 > '{qdir}/views/v/seek' && echo 990 > '{qdir}/views/v/commit' && tail -n 3 '{qdir}/views/v/records'")
+    out = subprocess.run(sh, shell=True, capture_output=True, check=True, timeout=30)
+    assert out.stdout == lines(997, 3)
+    st = status(qdir)
+    assert st["views"]["v"]["head"] == 990 and st["config"]["retain_count"] == 5000
+    bad = subprocess.run(["bash", "-c", f"echo 2000 > '{qdir}/views/v/commit'"], capture_output=True, timeout=30)
+    assert bad.returncode != 0 and b"Invalid argument" in bad.stderr
 
 
 @pytest.mark.timeout(60)
@@ -338,30 +347,58 @@ def test_concurrent_create_and_remove_behave_as_for_directories(m):
 
 @pytest.mark.timeout(180)
 def test_a_full_volume_refuses_the_append_with_enospc_and_loses_nothing(tmp_path):
-    with traxfs_mount(tmp_path, size=64 * MiB) as small:
+    """A producer ahead of every view fills the volume, not the daemon's memory; the append that
+    finds it full is refused whole with ENOSPC."""
+    with traxfs_mount(tmp_path, size=160 * MiB) as small:
         path = q(small.mp, "fill")
         os.mkdir(path)
         config(path, retain_age_seconds=None)
         os.mkdir(path / "views" / "v")  # at 0 for ever: every block is needed
+        daemon = psutil.Process(small.proc.pid)
+        base_rss, peak = daemon.memory_info().rss, [0]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.05):
+                peak[0] = max(peak[0], daemon.memory_info().rss)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
         fd = os.open(path / "append", os.O_WRONLY)
         acked, refused = 0, None
         try:
-            while acked < 2_000_000:
+            while acked < 500_000:
                 try:
-                    os.write(fd, lines(acked, 5000))
+                    os.write(fd, lines(acked, 500, 1000))
                 except OSError as e:
                     refused = e.errno
                     break
-                acked += 5000
+                acked += 500
             os.fsync(fd)
         finally:
             os.close(fd)
+            stop.set()
+            sampler.join(10)
         assert refused == errno.ENOSPC and acked > 100_000, (refused, acked)
+        # ~130 MB appended; the daemon holds a tail block and its 32 MiB block cache, not the records
+        assert peak[0] - base_rss < 64 * MiB, (base_rss, peak[0])
+        print(f"daemon RSS {base_rss >> 20} MiB at the start, {peak[0] >> 20} MiB at most")
         assert status(path)["records"] == acked
         with Stream(path / "views" / "v" / "records") as s:
             got = s.drained()
-        assert got == lines(0, acked)  # every acknowledged record, nothing of the refused write
+        assert got == lines(0, acked, 1000)  # every acknowledged record, nothing of the refused write
         os.rmdir(path)  # the space comes back: a new queue takes records again
         os.mkdir(q(small.mp, "again"))
         append(q(small.mp, "again"), lines(0, 50000), fsync=True)
         assert status(q(small.mp, "again"))["records"] == 50000
+
+
+@pytest.mark.timeout(120)
+def test_a_listing_of_many_segments_returns_each_once(qdir):
+    config(qdir, seal_bytes=1000)  # every append of 10 records seals a segment
+    for first in range(0, 2000, 10):
+        append(qdir, lines(first, 10))
+    names = os.listdir(qdir / "segments")  # 200 entries: several readdir batches
+    assert len(names) == len(set(names)) == 200
+    assert [n.split("-")[0] for n in sorted(names)] == [f"{i:020d}" for i in range(0, 2000, 10)]
+    assert len({os.stat(qdir / "segments" / n).st_ino for n in names}) == 200

@@ -1,6 +1,7 @@
 """A hypothesis state machine through a real mount: appends (whole and partial lines), view
-create/remove, commits and seeks (good and bad), reads of ``records`` and remounts, against a
-model of the queue (a list of records and each view's head). Each example works on a fresh
+create/remove, commits and seeks (good and bad), retention by count, reads of ``records`` and
+remounts, against a model of the queue (a list of records, each view's head, and the oldest
+retained record, which reclaim moves on by itself within what the views and the retention allow). Each example works on a fresh
 queue of one mount; example counts are modest (a remount costs about a second), and a failure
 is reported as found (no shrinking: it would rerun the I/O for minutes)."""
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
+import time
 
 import pytest
 from conftest import IO_PHASES
@@ -40,7 +43,9 @@ class QueueMachine(RuleBasedStateMachine):
         put(self.qdir / "config.json", '{"retain_age_seconds": null, "block_size": 16384}')
         self.records: list[bytes] = []
         self.heads: dict[str, int] = {}
-        self.partial = b""
+        self.keep: int | None = None  # retain_count (None: no limit; the age limit is off)
+        self.floor = 0  # the oldest retained record: reclaim moves it on by itself, never back
+        self.allowed = 0  # ... and never past what some retention setting so far let go
 
     def teardown(self):
         if hasattr(self, "qdir") and self.qdir.exists():
@@ -60,6 +65,14 @@ class QueueMachine(RuleBasedStateMachine):
         finally:
             os.close(fd)
         self.records += lines + ([b"p" * cut + b"\n"] if cut else [])
+
+    @rule(n=st.integers(50, 300))
+    def append_burst(self, n):
+        """Many records at once (several blocks: something for the retention to reclaim)."""
+        first = len(self.records)
+        lines = [f"{first + i} ".encode().ljust(999, b"b") + b"\n" for i in range(n)]
+        append(self.qdir, b"".join(lines))
+        self.records += lines
 
     @rule()
     def refused_append(self):
@@ -90,13 +103,27 @@ class QueueMachine(RuleBasedStateMachine):
             return
         del self.heads[v]
 
+    @rule(keep=st.one_of(st.none(), st.integers(1, 40)))
+    def retain(self, keep):
+        """Retention by count: blocks whose records are all older than the last ``keep`` go
+        (in the background, a block at a time) once no view needs them."""
+        put(self.qdir / "config.json", json.dumps({"retain_count": keep}))
+        self.keep = keep
+
+    @rule()
+    def wait(self):
+        """Time for the background work (persist, seal, reclaim: every tenth of a second)."""
+        time.sleep(0.25)
+
     def _move(self, v: str, kind: str, target: int) -> None:
         path = self.qdir / "views" / v / kind
-        ok = target <= len(self.records) and (kind == "seek" or target >= self.heads[v])
+        ok = target <= len(self.records) and (target >= self.heads[v] if kind == "commit" else target >= self.floor)
         try:
             put(path, str(target))
         except OSError as e:
-            assert e.errno == errno.EINVAL and not ok, (kind, target, e)
+            assert e.errno == errno.EINVAL, (kind, target, e)
+            raced = kind == "seek" and target < status(self.qdir)["first_seq"]  # reclaimed meanwhile
+            assert not ok or raced, (kind, target, e)
             return
         assert ok, f"{kind} {target} accepted (head {self.heads[v]}, end {len(self.records)})"
         self.heads[v] = target
@@ -105,7 +132,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data(), kind=st.sampled_from(["commit", "seek"]), over=st.integers(-3, 3))
     def move_head(self, data, kind, over):
         v = data.draw(st.sampled_from(sorted(self.heads)))
-        lo = self.heads[v] if kind == "commit" else 0
+        lo = self.heads[v] if kind == "commit" else self.floor
         target = data.draw(st.integers(lo, len(self.records))) if over == 0 else max(0, lo + over if over < 0 else
                                                                                  len(self.records) + over)
         self._move(v, kind, target)
@@ -129,7 +156,14 @@ class QueueMachine(RuleBasedStateMachine):
         if not hasattr(self, "qdir"):
             return
         s = status(self.qdir)
-        assert s["records"] == len(self.records) and s["live_end"] == len(self.records)
+        assert s["live_end"] == len(self.records)
+        assert s["first_seq"] >= self.floor, "reclaimed records came back"
+        self.floor = s["first_seq"]
+        assert s["records"] == len(self.records) - self.floor
+        assert not self.heads or self.floor <= min(self.heads.values()), "records a view needs were reclaimed"
+        if self.keep:
+            self.allowed = max(self.allowed, len(self.records) - self.keep)
+        assert self.floor <= self.allowed, "retention not kept"
         assert {v: d["head"] for v, d in s["views"].items()} == self.heads
         assert sorted(os.listdir(self.qdir / "views")) == sorted(self.heads)
 

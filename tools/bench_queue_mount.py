@@ -15,7 +15,10 @@ real ``trax mount --foreground`` daemon. Records are 100 bytes (99 and a newline
 * append -> visible latency: one producer appends a record (stamped with its time) every
   millisecond, a view reader polls its ``records`` (0.2 ms sleep at the live end); median and p99;
 * volume bytes of the same records in a queue with 1 view and in one with 4 (``statvfs``);
-* the daemon's peak RSS (``psutil``, sampled, and the kernel's high-water mark ``VmHWM``).
+* the daemon's peak RSS (``psutil``, sampled, and the kernel's high-water mark ``VmHWM``);
+* with ``--spark``: append -> Structured Streaming latency — a record stamped with its time every
+  50 ms, segments sealed every 0.1 s, a query over ``segments/`` triggered every 100 ms noting in
+  ``foreachBatch`` when each record reaches it (after one warm-up record); median and p99.
 
 FUSE costs a round trip per request: the ``append`` file and ``records`` are ``direct_io`` (no
 page cache), so every 128 KiB write and read is one request to the daemon.
@@ -203,6 +206,48 @@ def latency(qdir: Path, count: int = 2000, every: float = 0.001) -> dict:
             "p99_ms": round(ms[int(0.99 * (len(ms) - 1))], 3), "max_ms": round(ms[-1], 3)}
 
 
+def streaming_latency(qdir: Path, count: int = 300, every: float = 0.05) -> dict:
+    """Append one stamped record every ``every`` s to a queue sealing segments every 0.1 s; a
+    Structured Streaming query over its ``segments/`` (trigger every 100 ms) notes when each
+    reaches a batch of the query (``foreachBatch``, in this process)."""
+    from .spark_job import session, stop
+
+    with open(qdir / "config.json", "w") as f:
+        f.write('{"seal_seconds": 0.1}')
+    spark = session()
+    seen: list[float] = []
+
+    def batch(df, _id) -> None:
+        now = time.time()
+        seen.extend(now - r.t for r in df.select("t").collect())
+
+    query = (spark.readStream.schema("t DOUBLE, i LONG").json(str(qdir / "segments")).writeStream
+             .foreachBatch(batch).trigger(processingTime="100 milliseconds").start())
+    try:
+        fd = os.open(qdir / "append", os.O_WRONLY)
+        try:
+            os.write(fd, json.dumps({"t": time.time(), "i": -1}).encode() + b"\n")  # warm-up: the query's
+            deadline = time.monotonic() + 120  # first batch plans and starts its tasks
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.clear()
+            for i in range(count):
+                os.write(fd, json.dumps({"t": time.time(), "i": i}).encode() + b"\n")
+                time.sleep(every)
+        finally:
+            os.close(fd)
+        deadline = time.monotonic() + 60
+        while len(seen) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        stop(spark)
+    ms = sorted(s * 1000 for s in seen)
+    return {"records": len(ms), "median_ms": round(statistics.median(ms), 1),
+            "p99_ms": round(ms[int(0.99 * (len(ms) - 1))], 1), "max_ms": round(ms[-1], 1),
+            "seal_seconds": 0.1, "trigger_ms": 100}
+
+
 def volume_bytes(mp: Path, batches: int) -> dict:
     """The same records in a queue with 1 view and in one with 4: the volume's bytes used."""
     out = {}
@@ -225,7 +270,7 @@ def _used(mp: Path) -> int:
 
 
 # ----- the run ----------------------------------------------------------------------------------------
-def run(workdir: Path, records: int) -> dict:
+def run(workdir: Path, records: int, spark: bool = False) -> dict:
     batches = max(1, records // PER_BATCH)
     n = batches * PER_BATCH
     size = 12 * batches * BATCH + (1 << 30)
@@ -255,6 +300,9 @@ def run(workdir: Path, records: int) -> dict:
                 "host_file": consume([host / "a1.jsonl"] * views, n)}
         os.mkdir(mp / "queues" / "lat")
         res["latency"] = latency(mp / "queues" / "lat")
+        if spark:
+            os.mkdir(mp / "queues" / "slat")
+            res["streaming_latency"] = streaming_latency(mp / "queues" / "slat")
         for name in ("a1", "a1s", "a4"):
             os.rmdir(mp / "queues" / name)
         res["volume_bytes"] = volume_bytes(mp, max(1, batches // 4))
@@ -275,6 +323,11 @@ def table(res: dict) -> str:
     lat, vb, rss = res["latency"], res["volume_bytes"], res["daemon_peak_rss_bytes"]
     rows.append(f"append->visible latency: median {lat['median_ms']} ms, p99 {lat['p99_ms']} ms, max "
                 f"{lat['max_ms']} ms ({lat['records']} records)")
+    if "streaming_latency" in res:
+        sl = res["streaming_latency"]
+        rows.append(f"append->Structured Streaming batch latency (segments sealed every {sl['seal_seconds']} s, "
+                    f"trigger {sl['trigger_ms']} ms): median {sl['median_ms']} ms, p99 {sl['p99_ms']} ms, max "
+                    f"{sl['max_ms']} ms ({sl['records']} records)")
     rows.append(f"volume bytes: 1 view {vb['1_views_bytes']:,d}, 4 views {vb['4_views_bytes']:,d} "
                 f"(x{vb['ratio_4_to_1']})")
     rows.append(f"daemon peak RSS: {rss['sampled'] / (1 << 20):.0f} MiB sampled, {rss['vmhwm'] / (1 << 20):.0f} MiB "
@@ -287,10 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="a folder on the host filesystem (default: a new temporary one)")
     ap.add_argument("--records", type=int, default=1_000_000, help="records per workload (default 1000000)")
     ap.add_argument("--json", type=Path, help="also write every number to this file")
+    ap.add_argument("--spark", action="store_true", help="also measure append -> Structured Streaming latency "
+                    "(starts a local Spark session)")
     args = ap.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="bench_queue_mount.", dir=args.workdir))
     try:
-        res = run(workdir, args.records)
+        res = run(workdir, args.records, spark=args.spark)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(table(res))

@@ -176,6 +176,13 @@ class Queues(Subtree):
             self._inos[node] = ino
             return ino
 
+    def _forget_segments(self, q) -> None:
+        """Drop the table's inodes of segments reclaimed with their records (the table would
+        otherwise grow by every segment ever listed)."""
+        with self._lock:
+            for node in [n for n in self._inos if n.kind == "segment" and n.qid == q.qid and n.key < q.first_seq]:
+                del self._nodes[self._inos.pop(node)]
+
     def _forget(self, qid: int, view: bytes | None = None) -> None:
         """Drop the table's inodes of a removed queue (or one of its views)."""
         with self._lock:
@@ -209,7 +216,7 @@ class Queues(Subtree):
         return q
 
     # ----- attributes ---------------------------------------------------------------------------
-    def _attrs(self, node: Node, q) -> Inode:
+    def _attrs(self, node: Node, q, seg: SegmentRecord | None = None) -> Inode:
         ino = self._ino(node)
         t = self._made_ns if q is None else q.created_ms * 1_000_000
         if node.kind in DIRS:
@@ -220,7 +227,7 @@ class Queues(Subtree):
         elif node.kind == "status":
             size = len(status_json(q))
         elif node.kind == "segment":
-            rec = _segment(q, node.key)
+            rec = seg or _segment(q, node.key)
             size = rec.size
             t = rec.sealed_ms * 1_000_000
         return Inode(ino, stat.S_IFREG | MODES[node.kind], 0, 0, 1, size=size, atime_ns=t, mtime_ns=t, ctime_ns=t,
@@ -281,10 +288,11 @@ class Queues(Subtree):
         if node.kind not in DIRS:
             raise FsError(errno.ENOTDIR, f"inode {ino} is not a directory")
         entries: list[tuple[bytes, Node]]
+        segs: dict[int, SegmentRecord] = {}
         if node.kind == "top":
             store = self._store
-            entries = [(n, Node("queue", store.queues[n].qid)) for n in store.names() if n in store.queues] \
-                if store is not None else []
+            found = [(n, store.queues.get(n)) for n in store.names()] if store is not None else []
+            entries = [(n, Node("queue", found_q.qid)) for n, found_q in found if found_q is not None]
         elif node.kind == "queue":
             entries = [(n, Node(k, node.qid)) for n, k in QUEUE_FILES.items()]
         elif node.kind == "views":
@@ -292,18 +300,23 @@ class Queues(Subtree):
         elif node.kind == "view":
             entries = [(n, Node(k, node.qid, node.key)) for n, k in VIEW_FILES.items()]
         else:
-            entries = [(segment_name(first, rec.end), Node("segment", node.qid, first)) for first, rec in q.segments()]
+            self._forget_segments(q)
+            segs = dict(q.segments())
+            entries = [(segment_name(first, rec.end), Node("segment", node.qid, first)) for first, rec in segs.items()]
         # cookie: the entry's inode number's local part (stable while the entry exists), in that order
+        ordered = sorted((self._ino(child) & LOCAL_MASK, name, child) for name, child in entries)
         out = []
-        for name, child in entries:
-            cq = self._queue(child.qid) if child.kind == "queue" else q
+        for cookie, name, child in ordered:
+            if cookie <= after:
+                continue
             try:
-                attrs = self._attrs(child, cq)
+                attrs = self._attrs(child, self._queue(child.qid) if child.kind == "queue" else q, segs.get(child.key))
             except FsError:
                 continue  # went away meanwhile
-            out.append((name, attrs, attrs.ino & LOCAL_MASK))
-        out.sort(key=lambda e: e[2])
-        return [e for e in out if e[2] > after][:limit]
+            out.append((name, attrs, cookie))
+            if len(out) == limit:
+                break
+        return out
 
     # ----- changes ------------------------------------------------------------------------------
     def create(self, parent: int, name: bytes, mode: int, caller: Caller, rdev: int = 0,
