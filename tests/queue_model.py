@@ -18,19 +18,33 @@ def new_image(path: str, size: int = 48 * MiB, log_size: int = 4 * MiB) -> None:
     dev.close()
 
 
+_OPENED_HERE: dict[int, ImageFileDevice] = {}  # engine id -> the device open_store opened for it
+
+
 def open_store(dev_or_path, **kw) -> tuple[Engine, QueueStore]:
-    dev = ImageFileDevice(dev_or_path) if isinstance(dev_or_path, str | os.PathLike) else dev_or_path
-    eng = Engine.open(dev)
+    """An engine and queue store on an image (a path: the device is closed by close_store)."""
+    if isinstance(dev_or_path, str | os.PathLike):
+        dev = ImageFileDevice(dev_or_path)
+        eng = Engine.open(dev)
+        _OPENED_HERE[id(eng)] = dev
+    else:
+        eng = Engine.open(dev_or_path)
     return eng, QueueStore(eng, background=kw.pop("background", False), **kw)
 
 
 def close_store(eng: Engine, store: QueueStore, crash: bool = False) -> None:
+    """Close cleanly, or stop as a crash would; then close a device open_store opened (a
+    state machine reopens hundreds of times: each left open held descriptors until the process
+    ran out of them)."""
     if crash:
         store.crash()
         eng.unclean_shutdown()
     else:
         store.close()
         eng.close()
+    dev = _OPENED_HERE.pop(id(eng), None)
+    if dev is not None:
+        dev.close()
 
 
 def read_from(q, seq: int, chunk: int = 1 << 20) -> bytes:
