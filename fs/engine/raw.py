@@ -21,10 +21,21 @@ log records describe these bytes flushes them first (a log barrier, ``Engine.add
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ...volume.contract import Bytes, DeviceContract
 from .copies import good_copy
 from .page import PAGE_SIZE
+
+
+class QuadRows(NamedTuple):
+    """The track rows of a quadrangle volume in page-area pages: a row (one track on each of
+    the p disks) is ``pages`` pages and starts at a page ``q`` with ``q % pages == phase``; the
+    same place of ``depth`` consecutive rows is one semi-sequential set."""
+
+    depth: int
+    pages: int
+    phase: int
 
 
 class RawPages:
@@ -33,6 +44,7 @@ class RawPages:
         self._dev, self._base, self._claim, self.name = dev, pages_offset, claim, name
         self._end = page_count * PAGE_SIZE
         self.track_pages = _track_pages(dev, pages_offset)
+        self.quad_rows = _quad_rows(dev, pages_offset)
 
     def _at(self, pos: int, length: int) -> int:
         """The device offset of page-area bytes ``[pos, pos+length)``, refusing any outside it."""
@@ -125,3 +137,16 @@ def _track_pages(dev: DeviceContract, pages_offset: int) -> int:
     if unit % PAGE_SIZE or pages_offset % unit:
         return 1
     return unit // PAGE_SIZE
+
+
+def _quad_rows(dev: DeviceContract, pages_offset: int) -> QuadRows | None:
+    """The device's quadrangle rows in pages, when it has quadrangles and its rows start on page
+    boundaries of the page area; None otherwise (a flat device, a traxtent volume)."""
+    eq = dev.equivalent(pages_offset // 512)
+    if len(eq) < 2 or pages_offset % 512:
+        return None
+    row = (eq[1] - eq[0]) * 512  # bytes of one row (p·w blocks): the set's spacing
+    phase = -pages_offset % row
+    if row % PAGE_SIZE or phase % PAGE_SIZE:
+        return None
+    return QuadRows(len(eq), row // PAGE_SIZE, phase // PAGE_SIZE)
