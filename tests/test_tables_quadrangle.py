@@ -5,11 +5,14 @@ flat device the placement says so (``test_tables.py`` covers the flat store)."""
 
 from __future__ import annotations
 
+import errno
+
 import crc32c
 import pytest
 from conftest import MiB
 
 from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.tables.check import check_tables
 from traxfs.fs.tables.keys import key_bytes
@@ -164,3 +167,19 @@ def test_pax_versions_read(version, readable):
     else:
         with pytest.raises(PaxDamaged, match="version 3; this traxfs reads versions 1, 2"):
             parse_header(patched, "t")
+
+
+def test_a_value_wider_than_a_track_row_is_refused_whole(quad_store):
+    """A row that cannot fit a minipage in one track row: EFBIG, and nothing is appended (the
+    rows before it in the batch neither)."""
+    store, lv, disks, olv = quad_store
+    table = store.create(b"t", SCHEMA)
+    store.append(table, _columns(0, 10))
+    free = store.io.free_pages()
+    cols = _columns(10, 13)
+    cols[2][1] = "x" * (store.io.raw.quad_rows.pages * PAGE_SIZE)
+    with pytest.raises(FsError) as ex:
+        store.append(table, cols)
+    assert ex.value.errno == errno.EFBIG and table.rec.rows == 10 and len(table.pages) == 1
+    assert store.io.free_pages() == free
+    assert _view(store, table, [0]).decode().splitlines()[1:] == [str(i) for i in range(10)]
