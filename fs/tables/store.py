@@ -115,6 +115,17 @@ class KeyConflict(ValueError):
         super().__init__(reason)
 
 
+class RowTooWide(FsError):
+    """A batch with a row whose value cannot fit its minipage in one track row of a quadrangle
+    volume (``row``: that row of the batch, 0-based); EFBIG to a caller that does not reject
+    the file."""
+
+    def __init__(self, row: int, limit: int):
+        self.row = row
+        super().__init__(errno.EFBIG, f"a value of this row does not fit one track row of the quadrangle volume "
+                                      f"({limit} bytes per column and page)")
+
+
 @dataclass(frozen=True)
 class AppendResult:
     version: int
@@ -247,8 +258,7 @@ class TableStore:
                         entry = self._write_page(tx, table, chunk, rec.npages + len(new), version)
                     except MinipageOverlap:
                         if per == 1:
-                            raise FsError(errno.EFBIG, "a row whose value does not fit one track row of the "
-                                                       "quadrangle volume") from None
+                            raise RowTooWide(start, self.io.raw.quad_rows.pages * PAGE_SIZE) from None
                         per = max(1, len(chunk[0]) // 2)
                         continue
                     self.t["pages"].put(tx, page_key(rec.tid, rec.npages + len(new)), entry.pack())
