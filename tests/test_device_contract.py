@@ -35,7 +35,8 @@ def _shape(sig: inspect.Signature) -> list[tuple[str, object, object]]:
 
 def test_the_contract_lists_what_the_engine_and_the_data_path_call():
     assert {"read", "readinto", "write", "writev", "flush", "write_durable", "direct_sync_fd", "refuse_direct",
-            "read_copies", "repair_copy", "boundaries", "locate", "close"} == set(METHODS)
+            "read_copies", "repair_copy", "boundaries", "equivalent", "read_batch", "locate",
+            "close"} == set(METHODS)
 
 
 def _image(tmp_path: Path, stack) -> ImageFileDevice:
@@ -104,6 +105,9 @@ def check_contract(dev) -> None:
     assert dev.read(0, len(data)) == data
     first, count = dev.boundaries(7)
     assert first <= 7 < first + count
+    eq = dev.equivalent(7)
+    assert 7 in eq and list(eq) == sorted(eq)
+    assert dev.read_batch([(16384, 100), (0, 50), (8192, 0)]) == [data[::-1][:100], data[:50], b""]
     pieces = dev.locate(0, len(data))  # every copy's pieces cover the range once
     for copy in {c for c, *_ in pieces}:
         mine = sorted((within, n) for c, _, _, n, within in pieces if c == copy)

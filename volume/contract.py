@@ -15,7 +15,12 @@ the device: with a second protocol each of them would test which kind it was han
 
 Geometry. ``boundaries(lbn)`` is the Atropos call "the efficient extent around this 512-byte
 sector": the stripe unit (track) of a logical volume. A device that knows no geometry answers
-the sector alone, and nothing is aligned for it.
+the sector alone, and nothing is aligned for it. ``equivalent(lbn)`` is the semi-sequential set
+of a sector (Atropos' quadrangle column: the same sector of the ``d`` blocks reached one head
+switch apart); a device without quadrangles answers the sector alone — the clear "none" answer,
+so a caller asks the one question on every device. ``read_batch`` reads several ranges together
+(the paper's linked commands): on a quadrangle volume one semi-sequential batch per disk, on
+any other device the reads one after another.
 """
 
 from __future__ import annotations
@@ -78,6 +83,16 @@ class DeviceContract(Protocol):
 
     def boundaries(self, lbn: int) -> tuple[int, int]:
         """(first sector, sectors) of the efficient extent around sector ``lbn``."""
+        ...
+
+    def equivalent(self, lbn: int) -> tuple[int, ...]:
+        """The semi-sequential set of sector ``lbn``, ascending, ``lbn`` among them; ``(lbn,)``
+        on a device without quadrangles."""
+        ...
+
+    def read_batch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each (offset, length) range, read together as one batch; ranges must
+        not overlap."""
         ...
 
     def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:

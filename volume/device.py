@@ -109,6 +109,16 @@ class Device(ABC):
         self._check(lbn * SECTOR, SECTOR)
         return lbn, 1
 
+    def equivalent(self, lbn: int) -> tuple[int, ...]:
+        """No quadrangles on a single device: no other block is reachable for free after
+        ``lbn`` (no track skew to ride on), so the set is ``lbn`` alone."""
+        self._check(lbn * SECTOR, SECTOR)
+        return (lbn,)
+
+    def read_batch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """A single device has no linked commands to batch with: the reads one after another."""
+        return [self.read(offset, length) for offset, length in ranges]
+
     def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:
         """A single device stores its bytes itself, in one copy."""
         self._check(offset, length)

@@ -368,5 +368,9 @@ class OpenLogicalVolume:
                 results[k] = bytes(b)
         return results
 
+    def read_batch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The device contract's batch of reads: :meth:`batch` of read requests."""
+        return [bytes(b) for b in self.batch([Request(o, n) for o, n in ranges])]
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)

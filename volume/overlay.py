@@ -64,6 +64,16 @@ class OverlayDevice(Device):
         """The device underneath's geometry: what is planned here is planned as for it."""
         return self.inner.boundaries(lbn)
 
+    def equivalent(self, lbn: int) -> tuple[int, ...]:
+        """The device underneath's quadrangles."""
+        return self.inner.equivalent(lbn)
+
+    def read_batch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The device underneath's batch, each range seen through the overlay."""
+        for offset, length in ranges:
+            self._check(offset, length)
+        return [self._overlaid(o, data) for (o, _), data in zip(ranges, self.inner.read_batch(ranges), strict=True)]
+
     def locate(self, offset: int, length: int) -> list[tuple[int, str, int, int, int]]:
         """Where the device underneath keeps these bytes (sectors held here go there too)."""
         return self.inner.locate(offset, length)

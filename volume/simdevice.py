@@ -43,6 +43,8 @@ class DiskStats:
     """Totals (ms) over every request a simulated device served, for benchmarks."""
 
     requests: int = 0
+    read_batches: int = 0  # reads issued together count once (a lone read is a batch of one)
+    read_bytes: int = 0  # bytes the host asked to read (writes not counted)
     overhead: float = 0.0
     seek: float = 0.0
     rotation: float = 0.0
@@ -114,6 +116,8 @@ class SimulatedDevice(Device):
     # ----- Device -------------------------------------------------------------------------------
     def read(self, offset: int, length: int) -> bytes:
         data = self._image.read(offset, length)
+        self.stats.read_bytes += length
+        self.stats.read_batches += 1
         self._time([self._extent(offset, length)])
         return data
 
@@ -123,6 +127,8 @@ class SimulatedDevice(Device):
 
     def readinto(self, offset: int, views: list[memoryview]) -> None:
         self._image.readinto(offset, views)
+        self.stats.read_bytes += sum(len(v) for v in views)
+        self.stats.read_batches += 1
         self._time([self._extent(offset, sum(len(v) for v in views))])
 
     def writev(self, offset: int, views: list[memoryview]) -> None:
@@ -133,8 +139,10 @@ class SimulatedDevice(Device):
         """Do the I/O of ``(offset, buffers, is_write)`` items and time them as one batch issued
         together in the given order (the disk's firmware then picks its own service order)."""
         requests = []
+        self.stats.read_batches += any(not is_write for _, _, is_write in items)
         for offset, views, is_write in items:
             (self._image.writev if is_write else self._image.readinto)(offset, views)
+            self.stats.read_bytes += 0 if is_write else sum(len(v) for v in views)
             requests.append(self._extent(offset, sum(len(v) for v in views)))
         self._time(requests)
 

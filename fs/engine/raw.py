@@ -8,6 +8,12 @@ itself, so where the page area sits on the device stays the engine's business.
 Positions are byte offsets into the page area: page ``p`` starts at ``p * PAGE_SIZE``. Every
 access must stay inside the page area.
 
+Quadrangles. On a volume with Atropos quadrangles a page has *equivalents*: the pages at the same
+place in the other blocks of its quadrangle column, one track apart, which the disk reads one
+after another with only a head switch between them (``DeviceContract.equivalent``); several
+ranges read together go to the device as one batch (``read_batch``). On any other device a page
+is its only equivalent and a batch is the reads one after another — the same calls, no gain.
+
 Ordering is the caller's: a write here is durable only after :meth:`flush`, and a caller whose
 log records describe these bytes flushes them first (a log barrier, ``Engine.add_log_barrier``).
 """
@@ -15,10 +21,21 @@ log records describe these bytes flushes them first (a log barrier, ``Engine.add
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ...volume.contract import Bytes, DeviceContract
 from .copies import good_copy
 from .page import PAGE_SIZE
+
+
+class QuadRows(NamedTuple):
+    """The track rows of a quadrangle volume in page-area pages: a row (one track on each of
+    the p disks) is ``pages`` pages and starts at a page ``q`` with ``q % pages == phase``; the
+    same place of ``depth`` consecutive rows is one semi-sequential set."""
+
+    depth: int
+    pages: int
+    phase: int
 
 
 class RawPages:
@@ -27,6 +44,7 @@ class RawPages:
         self._dev, self._base, self._claim, self.name = dev, pages_offset, claim, name
         self._end = page_count * PAGE_SIZE
         self.track_pages = _track_pages(dev, pages_offset)
+        self.quad_rows = _quad_rows(dev, pages_offset)
 
     def _at(self, pos: int, length: int) -> int:
         """The device offset of page-area bytes ``[pos, pos+length)``, refusing any outside it."""
@@ -48,6 +66,30 @@ class RawPages:
     def readinto(self, pos: int, views: list[memoryview]) -> None:
         """Fill ``views`` from consecutive bytes starting at ``pos``."""
         self._dev.readinto(self._at(pos, sum(len(v) for v in views)), views)
+
+    def read_batch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each (pos, length) range of the page area, read as one batch (on a
+        quadrangle volume: one semi-sequential batch per disk for a page's equivalents)."""
+        return self._dev.read_batch([(self._at(pos, n), n) for pos, n in ranges])
+
+    def equivalents(self, page: int) -> list[int]:
+        """The pages whose bytes lie at the same place in the blocks of ``page``'s quadrangle
+        column (``page`` among them), ascending: reading one of each is one semi-sequential
+        batch. ``[page]`` where the device has no quadrangles, or where the page does not lie
+        whole inside one block at a page-aligned place of each of them."""
+        at = self._at(page * PAGE_SIZE, PAGE_SIZE)
+        first = self._dev.equivalent(at // 512)
+        last = self._dev.equivalent((at + PAGE_SIZE) // 512 - 1)
+        span = PAGE_SIZE // 512 - 1
+        if len(first) < 2 or tuple(x + span for x in first) != last:
+            return [page]
+        out = []
+        for lbn in first:
+            pos = lbn * 512 - self._base
+            if pos % PAGE_SIZE or not 0 <= pos <= self._end - PAGE_SIZE:
+                return [page]
+            out.append(pos // PAGE_SIZE)
+        return out
 
     def write(self, pos: int, data: Bytes) -> None:
         self._dev.write(self._at(pos, len(data)), data)
@@ -95,3 +137,16 @@ def _track_pages(dev: DeviceContract, pages_offset: int) -> int:
     if unit % PAGE_SIZE or pages_offset % unit:
         return 1
     return unit // PAGE_SIZE
+
+
+def _quad_rows(dev: DeviceContract, pages_offset: int) -> QuadRows | None:
+    """The device's quadrangle rows in pages, when it has quadrangles and its rows start on page
+    boundaries of the page area; None otherwise (a flat device, a traxtent volume)."""
+    eq = dev.equivalent(pages_offset // 512)
+    if len(eq) < 2 or pages_offset % 512:
+        return None
+    row = (eq[1] - eq[0]) * 512  # bytes of one row (p·w blocks): the set's spacing
+    phase = -pages_offset % row
+    if row % PAGE_SIZE or phase % PAGE_SIZE:
+        return None
+    return QuadRows(len(eq), row // PAGE_SIZE, phase // PAGE_SIZE)

@@ -1,4 +1,4 @@
-"""The PAX page format (version 1): the same rows of every column, one minipage per column.
+"""The PAX page format (version 2): the same rows of every column, one minipage per column.
 
 A PAX page is a run of raw engine pages::
 
@@ -6,7 +6,11 @@ A PAX page is a run of raw engine pages::
              page sequence number u64 (0, 1, 2, ... in the table), crc32c of the header u32
              (computed with the field zero; the directory included), 4 bytes reserved
     directory  per column: minipage offset u32, length u32, crc32c u32
-    minipages  each 8-byte aligned, in column order:
+    minipages  each 8-byte aligned, in column order, where the directory says: version 2 lets
+               them leave gaps (on a quadrangle volume the store starts minipage c on the
+               c-th track row of the page, so column c of every page lies on its own tracks
+               and a page's minipages are one semi-sequential batch); version 1 packed them
+               one after another, and is still read:
                NULL bitmap  ceil(rows/8) bytes (bit set: NULL), padded to 8 bytes
                values       int32/date: 4 bytes, int64/decimal/timestamp/float64: 8 bytes,
                             bool: 1 byte — little-endian, one per row (0 for a NULL);
@@ -33,7 +37,8 @@ from .schema import ColType, Schema
 from .values import printed_bytes
 
 MAGIC = b"TRAXPAX1"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # versions this traxfs reads
 HEADER = struct.Struct("<8sHHIQQI4x")  # 40 bytes
 DIRENT = struct.Struct("<III")
 _FIXED = {"int32": "i", "date": "i", "int64": "q", "decimal": "q", "timestamp": "q", "float64": "d", "bool": "B"}
@@ -90,26 +95,49 @@ def _encode_column(t: ColType, values: Sequence) -> tuple[bytes, int, int]:
     return bytes(nulls) + body, csv_n, json_n
 
 
+class MinipageOverlap(ValueError):
+    """A minipage longer than the room its place leaves before the next one (fewer rows fit)."""
+
+
 def encode(schema: Schema, columns: Sequence[Sequence], table_id: int, seq: int) -> tuple[bytes, list[MiniPage]]:
     """A PAX page of ``columns`` (one sequence of values per schema column, all the same
-    length), and its directory."""
+    length), minipages packed one after another, and its directory."""
+    pieces, dirs = encode_pieces(schema, columns, table_id, seq)
+    return b"".join(data for _, data in pieces), dirs
+
+
+def encode_pieces(schema: Schema, columns: Sequence[Sequence], table_id: int, seq: int,
+                  places: Sequence[int] | None = None, end: int | None = None
+                  ) -> tuple[list[tuple[int, bytes]], list[MiniPage]]:
+    """A PAX page as (offset, bytes) pieces — the header at 0, then each minipage — and its
+    directory. ``places``: the offset of each column's minipage (8-byte aligned, ascending);
+    without it they follow one another. :class:`MinipageOverlap` when a minipage would run into
+    the next place (or past ``end``)."""
     rows = len(columns[0]) if columns else 0
     ncols = len(schema.columns)
     at = header_size(ncols)
-    parts, dirs = [], []
-    for c, values in zip(schema.columns, columns, strict=True):
+    if len(columns) != ncols:
+        raise ValueError(f"{len(columns)} columns for a schema of {ncols}")
+    pieces, dirs = [], []
+    for c, values in enumerate(columns):
         if len(values) != rows:
             raise ValueError("columns of different lengths")
-        mini, csv_n, json_n = _encode_column(c.type, values)
+        mini, csv_n, json_n = _encode_column(schema.columns[c].type, values)
+        if places is not None:
+            if places[c] < at or places[c] % 8:
+                raise MinipageOverlap(f"minipage {c} at {places[c]} overlaps what precedes it (up to {at})")
+            at = places[c]
         dirs.append(MiniPage(at, len(mini), _crc(mini), csv_n, json_n))
         pad = _pad8(len(mini)) - len(mini)
-        parts.append(mini + bytes(pad))
+        pieces.append((at, mini + bytes(pad)))
         at += len(mini) + pad
+    if end is not None and at > end:
+        raise MinipageOverlap(f"the last minipage ends at {at}, past {end}")
     directory = b"".join(DIRENT.pack(d.offset, d.length, d.crc) for d in dirs)
     head = HEADER.pack(MAGIC, VERSION, ncols, rows, table_id, seq, 0) + directory
     crc = _crc(head)
     head = HEADER.pack(MAGIC, VERSION, ncols, rows, table_id, seq, crc) + directory
-    return head + bytes(header_size(ncols) - len(head)) + b"".join(parts), dirs
+    return [(0, head + bytes(header_size(ncols) - len(head)))] + pieces, dirs
 
 
 class Header(NamedTuple):
@@ -127,8 +155,9 @@ def parse_header(data: bytes, where: str) -> Header:
     magic, version, ncols, rows, tid, seq, crc = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise PaxDamaged(f"{where}: not a PAX page (magic {magic!r})")
-    if version != VERSION:
-        raise PaxDamaged(f"{where}: PAX page version {version}; this traxfs reads version {VERSION}")
+    if version not in READS:
+        raise PaxDamaged(f"{where}: PAX page version {version}; this traxfs reads versions "
+                         f"{', '.join(map(str, READS))}")
     end = HEADER.size + ncols * DIRENT.size
     if len(data) < end:
         raise PaxDamaged(f"{where}: PAX page directory cut short")

@@ -127,10 +127,8 @@ class ViewReader:
 
 def render_row(store: TableStore, table: Table, entry: PageEntry, row: int, where: str) -> bytes:
     """One row of a PAX page as CSV with a header (a lookup by key): every column's minipage is
-    read and verified, and the row's value taken."""
+    read (as one batch) and verified, and the row's value taken."""
     schema = table.schema
-    fields = []
-    for c, col in enumerate(schema.columns):
-        value = store.column(table, entry, c, f"{where}: column {col.name}")[row]
-        fields.append(printed_texts(col.type, [value], "csv")[0])
+    values = store.row(table, entry, row, where)
+    fields = [printed_texts(col.type, [v], "csv")[0] for col, v in zip(schema.columns, values, strict=True)]
     return header(schema, range(len(schema.columns)), "csv") + (",".join(fields) + "\n").encode()

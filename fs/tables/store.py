@@ -42,7 +42,15 @@ from .index import (
     table_range,
 )
 from .keys import MAX_KEY_BYTES, ROW_REF, key_bytes
-from .pax import PaxDamaged, check_minipage, decode_column, encode, minipage_ok
+from .pax import (
+    MinipageOverlap,
+    PaxDamaged,
+    check_minipage,
+    decode_column,
+    encode_pieces,
+    header_size,
+    minipage_ok,
+)
 from .schema import Schema, parse_schema
 
 NAME_MAX = 255
@@ -105,6 +113,17 @@ class KeyConflict(ValueError):
     def __init__(self, row: int, reason: str):
         self.row = row
         super().__init__(reason)
+
+
+class RowTooWide(FsError):
+    """A batch with a row whose value cannot fit its minipage in one track row of a quadrangle
+    volume (``row``: that row of the batch, 0-based); EFBIG to a caller that does not reject
+    the file."""
+
+    def __init__(self, row: int, limit: int):
+        self.row = row
+        super().__init__(errno.EFBIG, f"a value of this row does not fit one track row of the quadrangle volume "
+                                      f"({limit} bytes per column and page)")
 
 
 @dataclass(frozen=True)
@@ -231,24 +250,28 @@ class TableStore:
             totals = [list(t) for t in rec.totals]
             tx = self.io.begin()
             try:
-                per = _rows_per_page(table.schema, columns)
-                for start in range(0, nrows, per):
+                per = self._rows_per_page(table.schema, columns)
+                start = 0
+                while start < nrows:
                     chunk = [c[start : start + per] for c in columns]
-                    data, minis = encode(table.schema, chunk, rec.tid, rec.npages + len(new))
-                    pages = -(-len(data) // PAGE_SIZE)
-                    first = self._allocate(tx, pages)
-                    self.io.write(first, 0, data)
-                    entry = PageEntry(first, pages, len(chunk[0]), version, tuple(minis))
+                    try:
+                        entry = self._write_page(tx, table, chunk, rec.npages + len(new), version)
+                    except MinipageOverlap:
+                        if per == 1:
+                            raise RowTooWide(start, self.io.raw.quad_rows.pages * PAGE_SIZE) from None
+                        per = max(1, len(chunk[0]) // 2)
+                        continue
                     self.t["pages"].put(tx, page_key(rec.tid, rec.npages + len(new)), entry.pack())
                     new.append(entry)
                     if keys is not None:
                         seq = rec.npages + len(new) - 1
-                        for row, k in enumerate(keys[start : start + per]):
+                        for row, k in enumerate(keys[start : start + len(chunk[0])]):
                             self.t["keys"].put(tx, k, ROW_REF.pack(seq, row))
-                    for tot, m in zip(totals, minis, strict=True):
+                    for tot, m in zip(totals, entry.minis, strict=True):
                         tot[0] += m.length
                         tot[1] += m.csv_bytes
                         tot[2] += m.json_bytes
+                    start += len(chunk[0])
                 ms = now_ms()
                 rec = rec._replace(version=version, rows=rec.rows + nrows, npages=rec.npages + len(new),
                                    engine_pages=rec.engine_pages + sum(e.pages for e in new),
@@ -265,6 +288,43 @@ class TableStore:
             self.io.commit(tx, durable=True)
             table._committed(rec, new)
             return AppendResult(version, nrows, len(new))
+
+    def _write_page(self, tx, table: Table, chunk: list[Sequence], seq: int, version: int) -> PageEntry:
+        """Encode one PAX page and write it into freshly allocated raw pages. On a quadrangle
+        volume minipage ``c`` starts on the ``c``-th track row after the header: a projection
+        then reads only its columns' rows (tracks), and the first blocks of a page's minipages
+        are one quadrangle column, read as one semi-sequential batch. Elsewhere they are packed
+        one after another. :class:`MinipageOverlap` when the rows do not fit."""
+        schema, quad = table.schema, self.io.raw.quad_rows
+        ncols = len(schema.columns)
+        head_pages = -(-header_size(ncols) // PAGE_SIZE)
+        if quad is None:
+            pieces, minis = encode_pieces(schema, chunk, table.rec.tid, seq)
+            pages = -(-max(at + len(data) for at, data in pieces) // PAGE_SIZE)
+            first = self._allocate(tx, pages)
+        else:
+            # room for the header, up to a row to reach a row boundary, then a row per column
+            pages = head_pages + quad.pages - 1 + ncols * quad.pages
+            row_bytes = quad.pages * PAGE_SIZE
+            head = head_pages * PAGE_SIZE  # does each minipage fit its row? (checked before allocating)
+            encode_pieces(schema, chunk, table.rec.tid, seq, [head + c * row_bytes for c in range(ncols)],
+                          head + ncols * row_bytes)
+            first = self._allocate(tx, pages)
+            lead = (quad.phase - (first + head_pages)) % quad.pages + head_pages  # pages before row 0
+            pieces, minis = encode_pieces(schema, chunk, table.rec.tid, seq,
+                                          [(lead + c * quad.pages) * PAGE_SIZE for c in range(ncols)])
+        for at, data in pieces:
+            self.io.write(first, at, data)
+        return PageEntry(first, pages, len(chunk[0]), version, tuple(minis))
+
+    def _rows_per_page(self, schema: Schema, columns: Sequence[Sequence]) -> int:
+        """Rows of one PAX page: about :data:`PAX_TARGET` bytes, or on a quadrangle volume as many
+        as let the widest column's minipage fill one track row."""
+        widths = _widths(schema, columns)
+        quad = self.io.raw.quad_rows
+        if quad is None:
+            return max(1, min(MAX_PAGE_ROWS, PAX_TARGET // (1 + sum(widths))))
+        return max(1, min(MAX_PAGE_ROWS, (quad.pages * PAGE_SIZE - 64) * 8 // (8 * max(widths) + 1)))
 
     def _keys(self, table: Table, columns: Sequence[Sequence]) -> list[bytes]:
         """The batch's key bytes; :class:`KeyConflict` for a repeated or too long key."""
@@ -310,34 +370,53 @@ class TableStore:
         data = self.io.raw.read(pos, m.length)
         self.bytes_read += m.length
         table.bytes_read += m.length
+        return decode_column(table.schema.columns[col].type, entry.rows, self._verified(pos, m, data, where), where)
+
+    def row(self, table: Table, entry: PageEntry, row: int, where: str) -> list:
+        """Every column's value in row ``row`` of one PAX page (a lookup by key): the page's
+        minipages read as one batch — on a quadrangle volume one semi-sequential batch per disk —
+        each verified (a mirror's good copy replaces a damaged one)."""
+        base = entry.page * PAGE_SIZE
+        datas = self.io.raw.read_batch([(base + m.offset, m.length) for m in entry.minis])
+        out = []
+        for c, (m, data) in enumerate(zip(entry.minis, datas, strict=True)):
+            self.bytes_read += m.length
+            table.bytes_read += m.length
+            name = f"{where}: column {table.schema.columns[c].name}"
+            out.append(decode_column(table.schema.columns[c].type, entry.rows,
+                                     self._verified(base + m.offset, m, data, name), name)[row])
+        return out
+
+    def _verified(self, pos: int, m, data: bytes, where: str) -> bytes:
+        """``data`` (minipage ``m`` read at ``pos``) if it passes its checksum, else a good copy."""
         try:
             check_minipage(data, m.crc, where)
         except PaxDamaged:
             found = self.io.raw.good_copy(pos, m.length, lambda d: minipage_ok(d, m.crc), where)
             if found is None:
                 raise
-            data = found[0]
-        return decode_column(table.schema.columns[col].type, entry.rows, data, where)
+            return found[0]
+        return data
 
     def placement(self) -> str:
         """How PAX pages sit on the volume (said in status)."""
-        track = self.io.raw.track_pages
+        quad, track = self.io.raw.quad_rows, self.io.raw.track_pages
+        if quad is not None:
+            return f"quadrangle (d={quad.depth}, {quad.pages} pages per track row)"
         return f"track-aligned ({track} pages per track)" if track > 1 else "flat"
 
     def close(self) -> None:
         self.io.close()
 
 
-def _rows_per_page(schema: Schema, columns: Sequence[Sequence]) -> int:
-    """Rows of one PAX page: about :data:`PAX_TARGET` bytes, from the rows' average width."""
+def _widths(schema: Schema, columns: Sequence[Sequence]) -> list[int]:
+    """Each column's bytes per row, estimated from the first rows."""
     n = len(columns[0]) if columns else 0
-    if not n:
-        return 1
-    width = 1
-    sample = min(n, 256)
+    sample = max(1, min(n, 256))
+    out = []
     for c, values in zip(schema.columns, columns, strict=True):
         if c.type.kind == "string":
-            width += 4 + sum(len(v) for v in values[:sample] if v is not None) * 2 // sample
+            out.append(4 + sum(len(v) for v in values[:sample] if v is not None) * 2 // sample)
         else:
-            width += _WIDTH.get(c.type.kind, 8)
-    return max(1, min(MAX_PAGE_ROWS, PAX_TARGET // width))
+            out.append(_WIDTH.get(c.type.kind, 8))
+    return out

@@ -57,7 +57,7 @@ from .keys import key_bytes
 from .render import FORMATS, ViewReader, render_row, view_size
 from .schema import SchemaError
 from .staging import Node, now_ns
-from .store import KeyConflict, Table, TableStore, check_name
+from .store import KeyConflict, RowTooWide, Table, TableStore, check_name
 from .values import text_parser
 
 log = logging.getLogger("traxfs.tables")
@@ -542,7 +542,7 @@ class TablesSubtree(Subtree):
                 return
             try:
                 result = self.store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
-            except KeyConflict as ex:
+            except (KeyConflict, RowTooWide) as ex:  # the file is refused whole, and says why
                 self._reject(entry, node, name, data, f"row {ex.row + 1} (not counting the header): {ex}")
                 return
             self._done(entry, node, {"file": name.decode(errors="replace"), "rows": result.rows,
