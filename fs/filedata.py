@@ -153,9 +153,10 @@ class FileData:
     def fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
         """fallocate(2) of the modes the kernel passes on to FUSE.
 
-        * ``0`` (and ``KEEP_SIZE`` within the size): every hole in the range gets pages, written
-          with zeros (a page is never mapped unwritten below the size: its sum and ordered mode
-          need the bytes), then the size grows to the range's end unless ``KEEP_SIZE``.
+        * ``0`` (and ``KEEP_SIZE`` within the size): the size first grows to the range's end
+          unless ``KEEP_SIZE`` (pages preallocated past the old end are zeroed then, as by
+          truncate), then every hole in the range gets pages written with zeros (a page is never
+          mapped unwritten below the size: its sum and ordered mode need the bytes).
           ``KEEP_SIZE`` past the end is refused (EOPNOTSUPP): pages past a file's end are
           preallocation, given back at the last close and flagged by fsck.
         * ``PUNCH_HOLE | KEEP_SIZE``: the whole pages of the range are freed, the partial pages
@@ -181,18 +182,15 @@ class FileData:
             if not node.is_reg:
                 raise FsError(errno.ENODEV, f"inode {ino} is not a regular file")
             size = node.size
-        if kind == 0:
-            if keep and end > size:
-                raise FsError(errno.EOPNOTSUPP, "fallocate KEEP_SIZE past the end of a file: traxfs keeps no "
-                                                "space past a file's end")
-            self._fill_holes(ino, off, end)
-        else:
+        if kind == 0 and keep and end > size:
+            raise FsError(errno.EOPNOTSUPP, "fallocate KEEP_SIZE past the end of a file: traxfs keeps no space "
+                                            "past a file's end")
+        if kind != 0:
             self._punch(ino, off, min(end, size))
-        if not keep:
-            with self.inodes.lock:
-                grow = self.inodes.get(ino).size < end
-            if grow:
-                self.truncate(ino, end)
+        if not keep and end > size:  # first: pages preallocated past the old end become zeros of the file
+            self.truncate(ino, end)
+        if kind == 0:
+            self._fill_holes(ino, off, end)
 
     def _fill_holes(self, ino: int, off: int, end: int) -> None:
         """Zeros written into every unmapped page of [off, end) (only there: data stays)."""

@@ -55,6 +55,21 @@ def test_fallocate_preallocates_zeros_and_grows_the_size(fs_mount, mnt):
     assert data[:PAGE] == b"x" * PAGE and data[PAGE:3 * MiB] == bytes(3 * MiB - PAGE) and data[3 * MiB:] == b"y" * PAGE
 
 
+def test_posix_fallocate_of_a_file_being_appended_to(mnt):
+    # appends preallocate pages past the end; a preallocation over them must still hold space
+    f = mnt / "appended"
+    fd = os.open(f, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"a" * 65536)
+        os.write(fd, b"b" * 65536)
+        os.posix_fallocate(fd, 0, 4 * MiB)
+        assert os.fstat(fd).st_size == 4 * MiB
+        assert os.pread(fd, 4 * MiB, 0) == b"a" * 65536 + b"b" * 65536 + bytes(4 * MiB - 131072)
+    finally:
+        os.close(fd)
+    assert _blocks(f) >= 4 * MiB
+
+
 def test_keep_size_within_the_file_and_refused_past_its_end(mnt):
     f = mnt / "keep"
     with open(f, "wb") as w:
