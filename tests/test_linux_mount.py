@@ -203,3 +203,28 @@ def test_mount_and_umount_from_an_fstab_line(rig, sbin_helpers):
     finally:
         subprocess.run(["umount", str(mp)], capture_output=True, timeout=90)
     assert _holders(image) == [] and _sha(image) != before
+
+
+def test_dev_and_suid_when_root_asks(rig):
+    image, home, mp, tmp = rig
+    if os.geteuid() != 0:
+        pytest.skip("only root may ask for dev and suid")
+
+    def flags() -> list[str]:
+        return next(line for line in Path("/proc/self/mounts").read_text().splitlines()
+                    if f" {mp} " in line).split()[3].split(",")
+
+    m = Mount(image, home, mp, tmp / "plain.log", ())
+    m.start()
+    try:
+        assert {"nosuid", "nodev"} <= set(flags())  # libfuse's default
+        m.stop()
+    finally:
+        m.kill()
+    m = Mount(image, home, mp, tmp / "devsuid.log", ("-o", "dev,suid"))
+    m.start()
+    try:
+        assert not {"nosuid", "nodev"} & set(flags())
+        m.stop()
+    finally:
+        m.kill()
