@@ -15,6 +15,7 @@ import os
 from .datamap import WritePlan
 from .engine.page import PAGE_SIZE
 from .errors import FsError
+from .inode_flags import FS_APPEND_FL, FS_IMMUTABLE_FL, InodeFlags
 from .inode_locks import InodeLocks
 from .inodes import Inodes
 from .lifetime import Lifetime
@@ -33,6 +34,10 @@ class FileData:
         self.e = inodes.e
         self.data = inodes.data
         self._ilocks = ilocks
+
+    def size(self, ino: int) -> int:
+        with self.inodes.lock:
+            return self.inodes.get(ino).size
 
     def read(self, ino: int, off: int, size: int) -> bytes:
         with self._ilocks.shared(ino):
@@ -267,20 +272,28 @@ class FileHandle(OpenFile):
 
     keep_cache = True
 
-    def __init__(self, files: FileData, lifetime: Lifetime, ino: int) -> None:
-        self.files, self.lifetime, self.ino = files, lifetime, ino
+    def __init__(self, files: FileData, lifetime: Lifetime, ino: int, flags: InodeFlags) -> None:
+        self.files, self.lifetime, self.ino, self.flags = files, lifetime, ino, flags
         lifetime.open_handle(ino)
 
     def read(self, off: int, size: int) -> bytes:
         return self.files.read(self.ino, off, size)
 
     def write(self, off: int, data: bytes) -> int:
+        """A write; through an open made before ``chattr``: none to an immutable file, and to an
+        append-only one only at its end."""
+        flags = self.flags.get(self.ino)
+        if flags & FS_IMMUTABLE_FL:
+            self.flags.refuse(self.ino, "writing")
+        if flags & FS_APPEND_FL and off < self.files.size(self.ino):
+            self.flags.refuse(self.ino, "writing before the end")
         return self.files.write(self.ino, off, data)
 
     def seek(self, off: int, whence: int) -> int:
         return self.files.seek(self.ino, off, whence)
 
     def fallocate(self, mode: int, off: int, length: int) -> None:
+        self.flags.refuse(self.ino, "fallocate")
         self.files.fallocate(self.ino, mode, off, length)
 
     def flush_pending(self) -> bool:

@@ -8,10 +8,6 @@ said in trax-mount(8)); these tests notice the day the route opens (a newer libf
 * birth time: the kernel asks for it only with FUSE_STATX (protocol 7.39); libfuse 3.14 speaks
   7.38, so ``statx`` reports no ``STATX_BTIME`` (``stat -c %W`` prints 0) although traxfs keeps
   each inode's creation time.
-* ``chattr``/``lsattr``: FS_IOC_GETFLAGS/SETFLAGS reach a FUSE server as FUSE_IOCTL; pyfuse3
-  has no ioctl handler and traxfs does not yet add one (``traxfs.ext.fuse_lowlevel`` could fill
-  the slot as it does for fallocate; the flags would need a place in the inode record and checks
-  in every changing call): EOPNOTSUPP.
 """
 
 from __future__ import annotations
@@ -47,11 +43,3 @@ def test_no_birth_time_reaches_statx(traxfs_dir):
     (traxfs_dir / "f").write_bytes(b"x")
     r = subprocess.run(["stat", "-c", "%W", str(traxfs_dir / "f")], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "0"
-
-
-def test_chattr_and_lsattr_are_refused(traxfs_dir):
-    (traxfs_dir / "f").write_bytes(b"x")
-    for argv in (["lsattr", str(traxfs_dir / "f")], ["chattr", "+i", str(traxfs_dir / "f")]):
-        r = subprocess.run(argv, capture_output=True, text=True)
-        assert r.returncode != 0 and "Operation not supported" in r.stderr, r.stderr
-    (traxfs_dir / "f").write_bytes(b"still writable")  # nothing was set

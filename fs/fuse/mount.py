@@ -59,13 +59,13 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
             options = mount_options(source, "traxfs", allow_other=allow_other, flags=frozenset(flags))
             made = fuse_lowlevel.sessions()
             try:
-                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate)  # pyfuse3 has neither handler
+                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate, ioctl=ops.ioctl)  # not in pyfuse3
             except RuntimeError as e:
                 raise FsError(errno.ENOSYS, f"mount of {source} refused: {e}") from None
             try:
                 pyfuse3.init(ops, mountpoint, options)
                 try:
-                    if fuse_lowlevel.sessions() == made or {"lseek", "fallocate"} - fuse_lowlevel.installed():
+                    if fuse_lowlevel.sessions() == made or {"lseek", "fallocate", "ioctl"} - fuse_lowlevel.installed():
                         raise FsError(errno.ENOSYS, f"mount of {source} refused: pyfuse3 made its FUSE session "
                                       "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE and fallocate would be wrong "
                                       "(is libfuse3 in LD_PRELOAD?)")
