@@ -142,6 +142,7 @@ _handlers: dict = {}  # op name -> the registered Python callable
 _pending: dict = {}  # id -> _Request not yet answered
 _idle = threading.Condition()  # notified when _pending empties
 calls = dict.fromkeys(_OPS, 0)  # requests each added handler received (tests check the route)
+_ioctl_cmds: frozenset = frozenset()  # the ioctl commands the registered handler serves
 
 # pyfuse3 loaded before us is bound to libfuse already: remember it, install() refuses
 _late = "pyfuse3" in sys.modules
@@ -243,6 +244,9 @@ cdef void _ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 
 cdef void _ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg, fuse_file_info* fi,
                     unsigned int flags, const void* in_buf, size_t in_bufsz, size_t out_bufsz) noexcept with gil:
+    if cmd not in _ioctl_cmds:  # isatty's TCGETS on every stdio open, and the like: no thread for them
+        fuse_reply_err(req, _errno.ENOTTY)
+        return
     try:
         data = (<const char*> in_buf)[:in_bufsz] if in_bufsz else b""
         args = (ino, cmd, data, out_bufsz, fi.fh)
@@ -270,7 +274,8 @@ traxll_before_destroy = _before_destroy
 
 def install(*, lseek: Callable[[int, int, int, int], int] | None = None,
             fallocate: Callable[[int, int, int, int, int], None] | None = None,
-            ioctl: Callable[[int, int, bytes, int, int], bytes] | None = None) -> None:
+            ioctl: Callable[[int, int, bytes, int, int], bytes] | None = None,
+            ioctl_cmds: frozenset = frozenset()) -> None:
     """Register the handlers the next FUSE session gets (call before ``pyfuse3.init()``).
 
     ``lseek(ino, off, whence, fh) -> new offset`` serves ``SEEK_DATA`` / ``SEEK_HOLE`` (the
@@ -279,7 +284,8 @@ def install(*, lseek: Callable[[int, int, int, int], int] | None = None,
     answering ENOSYS once makes it refuse every later call with EOPNOTSUPP itself).
     ``ioctl(ino, cmd, in_bytes, out_size, fh) -> out_bytes`` serves the restricted ioctls the
     kernel passes on (``FS_IOC_GETFLAGS``/``SETFLAGS`` for chattr: ``in_bytes`` is what the caller
-    passed in, the result is copied back, at most ``out_size`` bytes). Each runs in
+    passed in, the result is copied back, at most ``out_size`` bytes); only the commands in
+    ``ioctl_cmds`` reach it, any other is answered ENOTTY at once. Each runs in
     a worker thread; raise an exception with an ``errno`` attribute to answer with that error.
     ``None`` removes a handler."""
     if _late:
@@ -298,6 +304,8 @@ def install(*, lseek: Callable[[int, int, int, int], int] | None = None,
         traxll_extra.fallocate = NULL
     else:
         traxll_extra.fallocate = _ll_fallocate
+    global _ioctl_cmds
+    _ioctl_cmds = frozenset(ioctl_cmds) if ioctl is not None else frozenset()
     if ioctl is None:
         traxll_extra.ioctl = NULL
     else:

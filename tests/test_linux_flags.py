@@ -7,6 +7,7 @@ and noatime are stored. Each refusal is EPERM and changes nothing.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 
@@ -119,3 +120,19 @@ def test_nodump_and_noatime_are_kept_and_unknown_flags_refused(fs_mount, d):
     assert {"d", "A"} <= set(_lsattr(f))
     _chattr("-d", "-A", f)
     assert _lsattr(f) == "-" * len(_lsattr(f))
+
+
+def test_other_ioctls_are_answered_without_a_worker(fs_mount, mnt):
+    # every buffered open() asks isatty (TCGETS): answered ENOTTY in the C handler, never
+    # counted as a request of the Python one
+    if fs_mount is None:
+        pytest.skip("traxfs only")
+    def served() -> int:
+        return json.loads((fs_mount.mp / ".trax" / "filesystem.json").read_text())["fuse_lowlevel"]["ioctl"]
+
+    (mnt / "t").write_bytes(b"t")
+    before = served()
+    for _ in range(5):
+        with open(mnt / "t", "rb") as f:
+            assert not f.isatty()
+    assert served() == before

@@ -23,7 +23,7 @@ from ...volume.overlay import OverlayDevice
 from ..errors import FsError
 from ..filesystem import FileSystem
 from .loop import serve_loop
-from .operations import TraxOperations
+from .operations import IOCTL_CMDS, TraxOperations
 from .options import mount_options
 
 log = logging.getLogger("traxfs.fs")
@@ -59,7 +59,8 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
             options = mount_options(source, "traxfs", allow_other=allow_other, flags=frozenset(flags))
             made = fuse_lowlevel.sessions()
             try:
-                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate, ioctl=ops.ioctl)  # not in pyfuse3
+                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate, ioctl=ops.ioctl,  # not in pyfuse3
+                                      ioctl_cmds=IOCTL_CMDS)
             except RuntimeError as e:
                 raise FsError(errno.ENOSYS, f"mount of {source} refused: {e}") from None
             try:

@@ -67,6 +67,7 @@ DOTS = (b".", b"..")
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # _IOR/_IOW('f', 1/2, long), as the kernel sends them
 FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820  # _IOR/_IOW('X', 31/32, struct fsxattr)
 FSXATTR = struct.Struct("<IIIII8x")  # xflags, extsize, nextents, projid, cowextsize, padding
+IOCTL_CMDS = frozenset({FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR})  # what ioctl serves
 SEEK_WINDOW = 4  # entries in the first reply after a seekdir (see _OpenDir)
 READDIR_BATCH = 32  # the kernel's buffer holds a few dozen entries; each entry's attributes cost a lookup
 
