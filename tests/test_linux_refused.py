@@ -5,8 +5,8 @@ said in trax-mount(8)); these tests notice the day the route opens (a newer libf
   (its low-level ``tmpfile`` came with libfuse 3.17): it answers ENOSYS and the kernel then
   refuses every ``O_TMPFILE`` open with EOPNOTSUPP. Programs fall back to a named temporary
   file and ``rename`` (Python's ``tempfile`` does).
-* birth time: the kernel asks for it only with FUSE_STATX (protocol 7.39); libfuse 3.14 speaks
-  7.38, so ``statx`` reports no ``STATX_BTIME`` (``stat -c %W`` prints 0) although traxfs keeps
+* birth time: the kernel asks for it only with a FUSE_STATX request, which libfuse 3.14 has no
+  operation for, so ``statx`` reports no ``STATX_BTIME`` (``stat -c %W`` prints 0) although traxfs keeps
   each inode's creation time.
 """
 
