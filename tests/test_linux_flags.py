@@ -115,7 +115,9 @@ def test_nodump_and_noatime_are_kept_and_unknown_flags_refused(fs_mount, d):
     r = subprocess.run(["chattr", "+c", str(f)], capture_output=True, text=True)  # compression: not kept
     assert r.returncode != 0 and "Operation not supported" in r.stderr, r.stderr
     assert {"d", "A"} <= set(_lsattr(f))
-    fs_mount.stop()  # flags are on disk: they survive a remount
+    fs_mount.stop()  # flags are on disk: they survive a remount, and fsck takes them as they are
+    r = fs_mount.fsck()
+    assert r.returncode == 0, r.stdout + r.stderr
     fs_mount.start()
     assert {"d", "A"} <= set(_lsattr(f))
     _chattr("-d", "-A", f)
