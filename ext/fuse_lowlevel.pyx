@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""FUSE low-level operations pyfuse3 does not carry (``lseek``, ``fallocate``; ``ioctl`` fits the
-same slots), added without forking pyfuse3.
+"""FUSE low-level operations pyfuse3 does not carry (``lseek``, ``fallocate``, ``ioctl``), added
+without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -48,7 +48,7 @@ cdef extern from *:
     static struct fuse_lowlevel_ops traxll_extra;
     /* Which slots the last session got from us (bit per TRAXLL_* op), and how many sessions
        were made through us: zero after pyfuse3.init() means pyfuse3 bypassed this module. */
-    enum { TRAXLL_LSEEK = 1, TRAXLL_FALLOCATE = 2 };
+    enum { TRAXLL_LSEEK = 1, TRAXLL_FALLOCATE = 2, TRAXLL_IOCTL = 4 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -81,6 +81,10 @@ cdef extern from *:
         if (ops.fallocate == NULL && traxll_extra.fallocate != NULL) {
             ops.fallocate = traxll_extra.fallocate;
             traxll_filled |= TRAXLL_FALLOCATE;
+        }
+        if (ops.ioctl == NULL && traxll_extra.ioctl != NULL) {
+            ops.ioctl = traxll_extra.ioctl;
+            traxll_filled |= TRAXLL_IOCTL;
         }
         traxll_sessions++;
         return real(args, &ops, sizeof ops, userdata);
@@ -115,25 +119,30 @@ cdef extern from *:
     struct fuse_lowlevel_ops:
         void (*lseek)(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*) noexcept
         void (*fallocate)(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept
+        void (*ioctl)(fuse_req_t, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned int, const void*,
+                      size_t, size_t) noexcept
     fuse_lowlevel_ops traxll_extra
     unsigned TRAXLL_LSEEK
     unsigned TRAXLL_FALLOCATE
+    unsigned TRAXLL_IOCTL
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
     int traxll_promote()
     int fuse_reply_err(fuse_req_t req, int err) nogil
     int fuse_reply_lseek(fuse_req_t req, off_t off) nogil
+    int fuse_reply_ioctl(fuse_req_t req, int result, const void *buf, size_t size) nogil
 
 log = logging.getLogger("traxfs.fuse")
 
 DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for workers still answering before EIO
 
-_OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE}
+_OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IOCTL}
 _handlers: dict = {}  # op name -> the registered Python callable
 _pending: dict = {}  # id -> _Request not yet answered
 _idle = threading.Condition()  # notified when _pending empties
 calls = dict.fromkeys(_OPS, 0)  # requests each added handler received (tests check the route)
+_ioctl_cmds: frozenset = frozenset()  # the ioctl commands the registered handler serves
 
 # pyfuse3 loaded before us is bound to libfuse already: remember it, install() refuses
 _late = "pyfuse3" in sys.modules
@@ -174,6 +183,10 @@ cdef class _Request:
         elif self.op == "fallocate":
             if self._claim():
                 fuse_reply_err(self.req, 0)
+        elif self.op == "ioctl":
+            out = bytes(result)  # raises before claiming if the callable returned nonsense
+            if self._claim():
+                fuse_reply_ioctl(self.req, 0, <const char*> out, len(out))
         else:
             raise AssertionError(f"no reply for {self.op}")
 
@@ -229,6 +242,20 @@ cdef void _ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
     _dispatch(req, "fallocate", args)
 
 
+cdef void _ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg, fuse_file_info* fi,
+                    unsigned int flags, const void* in_buf, size_t in_bufsz, size_t out_bufsz) noexcept with gil:
+    if cmd not in _ioctl_cmds:  # isatty's TCGETS on every stdio open, and the like: no thread for them
+        fuse_reply_err(req, _errno.ENOTTY)
+        return
+    try:
+        data = (<const char*> in_buf)[:in_bufsz] if in_bufsz else b""
+        args = (ino, cmd, data, out_bufsz, fi.fh)
+    except BaseException:  # noqa: BLE001  (out of memory: still answer)
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "ioctl", args)
+
+
 cdef void _before_destroy() noexcept with gil:
     """The session is about to be freed: give workers a moment, then answer the rest (EIO)."""
     try:
@@ -246,19 +273,25 @@ traxll_before_destroy = _before_destroy
 
 
 def install(*, lseek: Callable[[int, int, int, int], int] | None = None,
-            fallocate: Callable[[int, int, int, int, int], None] | None = None) -> None:
+            fallocate: Callable[[int, int, int, int, int], None] | None = None,
+            ioctl: Callable[[int, int, bytes, int, int], bytes] | None = None,
+            ioctl_cmds: frozenset = frozenset()) -> None:
     """Register the handlers the next FUSE session gets (call before ``pyfuse3.init()``).
 
     ``lseek(ino, off, whence, fh) -> new offset`` serves ``SEEK_DATA`` / ``SEEK_HOLE`` (the
     kernel handles the other whences itself). ``fallocate(ino, mode, off, length, fh)`` serves
     fallocate(2) (the kernel passes on modes ``KEEP_SIZE``, ``PUNCH_HOLE`` and ``ZERO_RANGE``;
-    answering ENOSYS once makes it refuse every later call with EOPNOTSUPP itself). Each runs in
+    answering ENOSYS once makes it refuse every later call with EOPNOTSUPP itself).
+    ``ioctl(ino, cmd, in_bytes, out_size, fh) -> out_bytes`` serves the restricted ioctls the
+    kernel passes on (``FS_IOC_GETFLAGS``/``SETFLAGS`` for chattr: ``in_bytes`` is what the caller
+    passed in, the result is copied back, at most ``out_size`` bytes); only the commands in
+    ``ioctl_cmds`` reach it, any other is answered ENOTTY at once. Each runs in
     a worker thread; raise an exception with an ``errno`` attribute to answer with that error.
     ``None`` removes a handler."""
     if _late:
         raise RuntimeError("pyfuse3 was imported before traxfs.ext.fuse_lowlevel, so its calls are bound "
                            "to libfuse directly and lseek cannot be served: import traxfs before pyfuse3")
-    for name, fn in (("lseek", lseek), ("fallocate", fallocate)):
+    for name, fn in (("lseek", lseek), ("fallocate", fallocate), ("ioctl", ioctl)):
         if fn is None:
             _handlers.pop(name, None)
         else:
@@ -271,6 +304,12 @@ def install(*, lseek: Callable[[int, int, int, int], int] | None = None,
         traxll_extra.fallocate = NULL
     else:
         traxll_extra.fallocate = _ll_fallocate
+    global _ioctl_cmds
+    _ioctl_cmds = frozenset(ioctl_cmds) if ioctl is not None else frozenset()
+    if ioctl is None:
+        traxll_extra.ioctl = NULL
+    else:
+        traxll_extra.ioctl = _ll_ioctl
 
 
 def installed() -> frozenset:

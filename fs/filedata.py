@@ -15,6 +15,7 @@ import os
 from .datamap import WritePlan
 from .engine.page import PAGE_SIZE
 from .errors import FsError
+from .inode_flags import FS_APPEND_FL, FS_IMMUTABLE_FL, InodeFlags
 from .inode_locks import InodeLocks
 from .inodes import Inodes
 from .lifetime import Lifetime
@@ -33,6 +34,10 @@ class FileData:
         self.e = inodes.e
         self.data = inodes.data
         self._ilocks = ilocks
+
+    def size(self, ino: int) -> int:
+        with self.inodes.lock:
+            return self.inodes.get(ino).size
 
     def read(self, ino: int, off: int, size: int) -> bytes:
         with self._ilocks.shared(ino):
@@ -153,9 +158,10 @@ class FileData:
     def fallocate(self, ino: int, mode: int, off: int, length: int) -> None:
         """fallocate(2) of the modes the kernel passes on to FUSE.
 
-        * ``0`` (and ``KEEP_SIZE`` within the size): every hole in the range gets pages, written
-          with zeros (a page is never mapped unwritten below the size: its sum and ordered mode
-          need the bytes), then the size grows to the range's end unless ``KEEP_SIZE``.
+        * ``0`` (and ``KEEP_SIZE`` within the size): the size first grows to the range's end
+          unless ``KEEP_SIZE`` (pages preallocated past the old end are zeroed then, as by
+          truncate), then every hole in the range gets pages written with zeros (a page is never
+          mapped unwritten below the size: its sum and ordered mode need the bytes).
           ``KEEP_SIZE`` past the end is refused (EOPNOTSUPP): pages past a file's end are
           preallocation, given back at the last close and flagged by fsck.
         * ``PUNCH_HOLE | KEEP_SIZE``: the whole pages of the range are freed, the partial pages
@@ -181,18 +187,15 @@ class FileData:
             if not node.is_reg:
                 raise FsError(errno.ENODEV, f"inode {ino} is not a regular file")
             size = node.size
-        if kind == 0:
-            if keep and end > size:
-                raise FsError(errno.EOPNOTSUPP, "fallocate KEEP_SIZE past the end of a file: traxfs keeps no "
-                                                "space past a file's end")
-            self._fill_holes(ino, off, end)
-        else:
+        if kind == 0 and keep and end > size:
+            raise FsError(errno.EOPNOTSUPP, "fallocate KEEP_SIZE past the end of a file: traxfs keeps no space "
+                                            "past a file's end")
+        if kind != 0:
             self._punch(ino, off, min(end, size))
-        if not keep:
-            with self.inodes.lock:
-                grow = self.inodes.get(ino).size < end
-            if grow:
-                self.truncate(ino, end)
+        if not keep and end > size:  # first: pages preallocated past the old end become zeros of the file
+            self.truncate(ino, end)
+        if kind == 0:
+            self._fill_holes(ino, off, end)
 
     def _fill_holes(self, ino: int, off: int, end: int) -> None:
         """Zeros written into every unmapped page of [off, end) (only there: data stays)."""
@@ -269,20 +272,28 @@ class FileHandle(OpenFile):
 
     keep_cache = True
 
-    def __init__(self, files: FileData, lifetime: Lifetime, ino: int) -> None:
-        self.files, self.lifetime, self.ino = files, lifetime, ino
+    def __init__(self, files: FileData, lifetime: Lifetime, ino: int, flags: InodeFlags) -> None:
+        self.files, self.lifetime, self.ino, self.flags = files, lifetime, ino, flags
         lifetime.open_handle(ino)
 
     def read(self, off: int, size: int) -> bytes:
         return self.files.read(self.ino, off, size)
 
     def write(self, off: int, data: bytes) -> int:
+        """A write; through an open made before ``chattr``: none to an immutable file, and to an
+        append-only one only at its end."""
+        flags = self.flags.get(self.ino)
+        if flags & FS_IMMUTABLE_FL:
+            self.flags.refuse(self.ino, "writing")
+        if flags & FS_APPEND_FL and off < self.files.size(self.ino):
+            self.flags.refuse(self.ino, "writing before the end")
         return self.files.write(self.ino, off, data)
 
     def seek(self, off: int, whence: int) -> int:
         return self.files.seek(self.ino, off, whence)
 
     def fallocate(self, mode: int, off: int, length: int) -> None:
+        self.flags.refuse(self.ino, "fallocate")
         self.files.fallocate(self.ino, mode, off, length)
 
     def flush_pending(self) -> bool:

@@ -46,6 +46,7 @@ from .errors import FsError
 from .extent_report import NAME as EXTENTS_XATTR
 from .extent_report import extents_report
 from .filedata import FileData, FileHandle
+from .inode_flags import FS_APPEND_FL, FS_IMMUTABLE_FL, InodeFlags
 from .inode_locks import InodeLocks
 from .inodes import Inodes
 from .keys import DOT_COOKIE, DOTDOT_COOKIE, DOTS, U64, Inode
@@ -99,6 +100,7 @@ class FileSystem:
         self.inodes = Inodes(engine, trees, self.data)
         self.lifetime = Lifetime(self.inodes, ilocks)
         self.namespace = Namespace(self.inodes, self.lifetime)
+        self.flags = InodeFlags(self.inodes)
         self.files = FileData(self.inodes, ilocks)
         self.attributes = Attributes(self.inodes, self.files)
         self.xattrs = Xattrs(self.inodes)
@@ -263,6 +265,7 @@ class FileSystem:
         if owner is not None:
             return owner.create(parent, name, mode, caller or Caller(uid=uid, gid=gid), rdev, target)
         self._new_name(parent, name)
+        self.flags.refuse(parent, "creating an entry", FS_IMMUTABLE_FL)
         return self.namespace.create(parent, name, mode, uid, gid, rdev, target)
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int, gid: int, caller: Caller | None = None) -> Inode:
@@ -277,6 +280,8 @@ class FileSystem:
         if owner is not None:
             return owner.link(ino, parent, name, caller)
         self._new_name(parent, name)
+        self.flags.refuse(ino, "a hard link")
+        self.flags.refuse(parent, "creating an entry", FS_IMMUTABLE_FL)
         return self.namespace.link(ino, parent, name)
 
     def unlink(self, parent: int, name: bytes, caller: Caller = NOBODY) -> None:
@@ -284,6 +289,7 @@ class FileSystem:
         if owner is not None:
             return owner.unlink(parent, name, caller)
         self._old_name(parent, name)
+        self._refuse_removal(parent, name)
         return self.namespace.unlink(parent, name)
 
     def rmdir(self, parent: int, name: bytes, caller: Caller = NOBODY) -> None:
@@ -291,6 +297,7 @@ class FileSystem:
         if owner is not None:
             return owner.rmdir(parent, name, caller)
         self._old_name(parent, name)
+        self._refuse_removal(parent, name)
         return self.namespace.rmdir(parent, name)
 
     def rename(self, old_parent: int, old_name: bytes, new_parent: int, new_name: bytes, flags: int = 0,
@@ -302,7 +309,20 @@ class FileSystem:
             return owner.rename(old_parent, old_name, new_parent, new_name, flags, caller)
         self._old_name(old_parent, old_name)
         self._new_name(new_parent, new_name)
+        self._refuse_removal(old_parent, old_name)
+        self.flags.refuse(new_parent, "renaming into it", FS_IMMUTABLE_FL)
+        if self.namespace.child(new_parent, new_name) is not None:
+            self._refuse_removal(new_parent, new_name)
         return self.namespace.rename(old_parent, old_name, new_parent, new_name, flags)
+
+    def _refuse_removal(self, parent: int, name: bytes) -> None:
+        """EPERM for removing (or renaming away) an immutable or append-only entry, or one of an
+        immutable or append-only directory (``fs/inode_flags.py``)."""
+        self.flags.refuse(parent, "removing an entry")
+        with self.inodes.lock:
+            child = self.namespace.child(parent, name)
+        if child is not None:
+            self.flags.refuse(child, "removing or renaming it")
 
     # ----- attributes ---------------------------------------------------------------------------
     def setattr(self, ino: int, *, mode: int | None = None, uid: int | None = None, gid: int | None = None,
@@ -313,6 +333,7 @@ class FileSystem:
             given = {"mode": mode, "uid": uid, "gid": gid, "size": size, "atime_ns": atime_ns,
                      "mtime_ns": mtime_ns, "ctime_ns": ctime_ns}
             return owner.setattr(ino, {k: v for k, v in given.items() if v is not None}, caller)
+        self.flags.refuse(ino, "changing attributes")
         return self.attributes.setattr(ino, mode=mode, uid=uid, gid=gid, size=size, atime_ns=atime_ns,
                                        mtime_ns=mtime_ns, ctime_ns=ctime_ns)
 
@@ -333,12 +354,14 @@ class FileSystem:
         owner = self._owner(ino)
         if owner is not None:
             return owner.setxattr(ino, name, value, flags)
+        self.flags.refuse(ino, "setting an extended attribute")
         return self.xattrs.set(ino, name, value, flags)
 
     def removexattr(self, ino: int, name: bytes) -> None:
         owner = self._owner(ino)
         if owner is not None:
             return owner.removexattr(ino, name)
+        self.flags.refuse(ino, "removing an extended attribute")
         return self.xattrs.remove(ino, name)
 
     # ----- files --------------------------------------------------------------------------------
@@ -354,9 +377,25 @@ class FileSystem:
             node = self.inodes.get(ino)
         if node.is_dir:
             raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+        if flags & WRITE_ACCESS:
+            self.flags.refuse(ino, "opening for writing", FS_IMMUTABLE_FL)
+            if not flags & os.O_APPEND or flags & os.O_TRUNC:
+                self.flags.refuse(ino, "opening for writing without O_APPEND", FS_APPEND_FL)
         if flags & os.O_TRUNC and flags & WRITE_ACCESS and node.is_reg:
             self.files.truncate(ino, 0)
-        return FileHandle(self.files, self.lifetime, ino)
+        return FileHandle(self.files, self.lifetime, ino, self.flags)
+
+    def get_flags(self, ino: int) -> int:
+        """``FS_IOC_GETFLAGS`` (``lsattr``): the tree's inodes only (ENOTTY elsewhere)."""
+        if self._owner(ino) is not None:
+            raise FsError(errno.ENOTTY, f"inode {ino} keeps no flags")
+        return self.flags.get(ino)
+
+    def set_flags(self, ino: int, flags: int) -> None:
+        """``FS_IOC_SETFLAGS`` (``chattr``): see ``fs/inode_flags.py``."""
+        if self._owner(ino) is not None:
+            raise FsError(errno.ENOTTY, f"inode {ino} keeps no flags")
+        self.flags.set(ino, flags)
 
     def create_file(self, parent: int, name: bytes, mode: int, flags: int,
                     caller: Caller = NOBODY) -> tuple[Inode, OpenFile]:

@@ -43,7 +43,9 @@ class Xattrs:
     def names(self, ino: int) -> list[bytes]:
         with self.inodes.lock:
             self.inodes.get(ino)
-            return [k[8:-3] for k, _ in self.t["xattrs"].items(*prefix_range(ino)) if k[-2:] == b"\0\0"]
+            # only the namespaces users set: internal values (``trax.flags``) stay unlisted
+            return [k[8:-3] for k, _ in self.t["xattrs"].items(*prefix_range(ino))
+                    if k[-2:] == b"\0\0" and k[8:].startswith(XATTR_NAMESPACES)]
 
     def set(self, ino: int, name: bytes, value: bytes, flags: int = 0) -> None:
         _check_name(name)

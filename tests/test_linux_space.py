@@ -11,6 +11,9 @@ import os
 import subprocess
 
 import pytest
+from conftest import IO_PHASES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,6 +56,21 @@ def test_fallocate_preallocates_zeros_and_grows_the_size(fs_mount, mnt):
     assert _blocks(g) >= before + 2 * MiB - PAGE and os.stat(g).st_size == 3 * MiB + PAGE
     data = g.read_bytes()
     assert data[:PAGE] == b"x" * PAGE and data[PAGE:3 * MiB] == bytes(3 * MiB - PAGE) and data[3 * MiB:] == b"y" * PAGE
+
+
+def test_posix_fallocate_of_a_file_being_appended_to(mnt):
+    # appends preallocate pages past the end; a preallocation over them must still hold space
+    f = mnt / "appended"
+    fd = os.open(f, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"a" * 65536)
+        os.write(fd, b"b" * 65536)
+        os.posix_fallocate(fd, 0, 4 * MiB)
+        assert os.fstat(fd).st_size == 4 * MiB
+        assert os.pread(fd, 4 * MiB, 0) == b"a" * 65536 + b"b" * 65536 + bytes(4 * MiB - 131072)
+    finally:
+        os.close(fd)
+    assert _blocks(f) >= 4 * MiB
 
 
 def test_keep_size_within_the_file_and_refused_past_its_end(mnt):
@@ -142,3 +160,78 @@ def test_cp_sparse_always_keeps_holes(mnt):
     with open(dst, "rb") as d:
         assert os.lseek(d.fileno(), 0, os.SEEK_HOLE) == PAGE
         assert os.lseek(d.fileno(), PAGE, os.SEEK_DATA) == 5 * MiB
+
+
+@pytest.mark.timeout(180)
+def test_punched_and_preallocated_space_survives_a_crash(tmp_path):
+    # SIGKILL after fsync: the next mount recovers what fallocate did, and fsck finds the
+    # extent map, the allocation maps and the checksums consistent
+    from fsmount import traxfs_mount
+
+    with traxfs_mount(tmp_path, size=256 * MiB) as m:
+        f = m.mp / "f"
+        payload = bytes(range(256)) * (4 * MiB // 256)
+        f.write_bytes(payload)
+        assert _fallocate("--punch-hole", "-o", MiB, "-l", MiB, f).returncode == 0
+        assert _fallocate("-o", 4 * MiB, "-l", 2 * MiB, f).returncode == 0
+        fd = os.open(f, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        m.kill()
+        r = m.fsck()  # read-only check of the crashed image (recovery on an overlay)
+        assert r.returncode == 0 and "clean" in r.stdout, r.stdout + r.stderr
+        m.restart()
+        got = f.read_bytes()
+        assert got == payload[:MiB] + bytes(MiB) + payload[2 * MiB:] + bytes(2 * MiB)
+        assert os.stat(f).st_blocks * 512 == 5 * MiB
+
+
+# ----- a model check: writes, truncates and every fallocate mode against a bytearray ------------
+KEEP, PUNCH, ZERO = 0x01, 0x02, 0x10
+LIMIT = 3 * MiB
+offsets = st.integers(0, LIMIT).map(lambda x: x if x % 3 else x - x % PAGE)  # page-aligned a third of the time
+lengths = st.integers(1, MiB).map(lambda x: x if x % 3 else -(-x // PAGE) * PAGE)
+ops = st.one_of(
+    st.tuples(st.just("write"), offsets, lengths),
+    st.tuples(st.just("truncate"), offsets, st.just(0)),
+    st.tuples(st.sampled_from(["alloc", "alloc_keep", "punch", "zero", "zero_keep"]), offsets, lengths),
+)
+
+
+@settings(max_examples=12, phases=IO_PHASES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # each example starts the file anew
+@given(st.lists(ops, min_size=1, max_size=12))
+def test_fallocate_against_a_model(mnt, steps):
+    f = mnt / "model"
+    f.write_bytes(b"")
+    model = bytearray()
+    fd = os.open(f, os.O_RDWR)
+    try:
+        for i, (op, off, n) in enumerate(steps):
+            end = off + n
+            if op == "write":
+                data = bytes([(i * 37 + 1) % 251 + 1]) * n
+                os.pwrite(fd, data, off)
+                model.extend(bytes(max(0, end - len(model))))
+                model[off:end] = data
+            elif op == "truncate":
+                os.ftruncate(fd, off)
+                model = model[:off] + bytes(max(0, off - len(model)))
+            else:
+                mode = {"alloc": 0, "alloc_keep": KEEP, "punch": PUNCH | KEEP, "zero": ZERO, "zero_keep": ZERO | KEEP}[op]
+                if mode == KEEP and end > len(model):
+                    with pytest.raises(OSError) as e:
+                        _raw_fallocate(fd, mode, off, n)
+                    assert e.value.errno == errno.EOPNOTSUPP
+                    continue
+                _raw_fallocate(fd, mode, off, n)
+                if mode in (PUNCH | KEEP, ZERO, ZERO | KEEP):
+                    stop = min(end, len(model))
+                    if stop > off:
+                        model[off:stop] = bytes(stop - off)
+                if not mode & KEEP and end > len(model):
+                    model.extend(bytes(end - len(model)))
+            assert os.fstat(fd).st_size == len(model), (i, op, off, n)
+        assert os.pread(fd, len(model) + 1, 0) == bytes(model)
+    finally:
+        os.close(fd)

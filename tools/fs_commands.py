@@ -28,6 +28,7 @@ from ..volume.registry import Registry
 from ..volume.signature import PV_KIND, describe, identify, refuse_unless_forced, wipe_leftovers
 from .cli_types import SIZE_HELP, BadUsage, seconds, size
 from .fs_target import open_target
+from .mount_options import parse_mount_options
 from .mounts import (
     absolute,
     check_mountpoint,
@@ -97,6 +98,15 @@ def _apply_size(a: argparse.Namespace, dev, info: dict) -> int | None:
 
 def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
     check_mountpoint(a.mountpoint)
+    try:
+        opts = parse_mount_options(a.options or "")
+    except ValueError as e:
+        raise BadUsage(str(e)) from None
+    if opts.home is not None:
+        raise BadUsage("-o home=DIR is for mount.fuse.traxfs; trax mount takes --home DIR")
+    if opts.commit_interval is not None:
+        a.commit_interval = opts.commit_interval
+    a.allow_other = a.allow_other or opts.allow_other
     pidfile = Path(a.pidfile) if a.pidfile else _pidfile(reg, a.mountpoint)
     if a.foreground:
         return _serve_foreground(a, reg, pidfile, out)
@@ -105,6 +115,8 @@ def cmd_mount(a: argparse.Namespace, reg: Registry, out) -> None:
     pidfile.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "traxfs.tools.cli", "--home", str(reg.home), "mount", "--foreground",
             a.target, a.mountpoint, "--pidfile", str(pidfile), "--commit-interval", str(a.commit_interval)]
+    if a.options:
+        argv += ["-o", a.options]
     if a.allow_other:
         argv.append("--allow-other")
     if a.partial:
@@ -159,8 +171,10 @@ def _serve_foreground(a: argparse.Namespace, reg: Registry, pidfile: Path, out) 
 
     try:
         with open_target(reg, a.target, partial=a.partial) as (dev, info):
+            opts = parse_mount_options(a.options or "")
             serve(dev, a.mountpoint, source=f"traxfs:{info['target']}", where=a.target, allow_other=a.allow_other,
-                  commit_interval=a.commit_interval, volume_info=lambda: info, ready=ready)
+                  commit_interval=a.commit_interval, volume_info=lambda: {**info, "read_only": opts.read_only},
+                  ready=ready, read_only=opts.read_only, flags=frozenset(opts.flags))
         log.info("%s unmounted from %s; filesystem closed cleanly", a.target, a.mountpoint)
     finally:
         for pf in pidfiles:
@@ -293,6 +307,9 @@ def add_parsers(top, sub) -> None:
     q.add_argument("--log", help="the daemon's log file (default: beside the pidfile)")
     q.add_argument("--allow-other", action="store_true", help="let other users use the mount")
     q.add_argument("--partial", action="store_true", help="run a mirror degraded if a device is missing")
+    q.add_argument("-o", "--options", metavar="OPT[,OPT...]", help="mount options as in /etc/fstab: ro (writes "
+                   "EROFS, nothing written to the device), rw, allow_other, dev, suid, nodev, nosuid, exec, noexec, "
+                   "commit=SECONDS; defaults, noauto and mount(8)'s other own options are ignored")
     q.add_argument("--commit-interval", type=seconds(0.01, 3600), default=1.0, metavar="SECONDS",
                    help="seconds within which every change becomes durable, 0.01 to 3600 (default 1)")
     q.add_argument("--timeout", type=seconds(0.1, 86400), default=60.0, metavar="SECONDS",

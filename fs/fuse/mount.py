@@ -19,10 +19,11 @@ import pyfuse3
 import trio
 
 from ...ext import fuse_lowlevel
+from ...volume.overlay import OverlayDevice
 from ..errors import FsError
 from ..filesystem import FileSystem
 from .loop import serve_loop
-from .operations import TraxOperations
+from .operations import IOCTL_CMDS, TraxOperations
 from .options import mount_options
 
 log = logging.getLogger("traxfs.fs")
@@ -33,30 +34,39 @@ _one_session = threading.Lock()
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,
           commit_interval: float = 1.0, volume_info: Callable[[], dict] | None = None,
-          ready: Callable[[], None] | None = None) -> None:
+          ready: Callable[[], None] | None = None, read_only: bool = False,
+          flags: frozenset[str] = frozenset()) -> None:
     """Mount the filesystem on ``dev`` at ``mountpoint`` and serve until unmounted.
     ``source`` is what the mount table shows; ``where`` names the filesystem in messages
     (default: ``source``): what the user named, e.g. in "run fsck on it". ``ready()`` runs
     once the mount is live; ``volume_info()`` is what ``/.trax/volume.json`` shows. One mount
-    per process (pyfuse3's rule)."""
+    per process (pyfuse3's rule).
+
+    ``read_only``: the kernel mount is ``ro`` (every change refused with EROFS before it gets
+    here) and the engine runs on an :class:`OverlayDevice` over ``dev``: what it writes itself
+    (recovery of an unclean stop, the log, the checkpoint at unmount) stays in memory, so not
+    one byte reaches the device. ``flags``: more kernel mount flags (``options.KERNEL_FLAGS``)."""
     if not _one_session.acquire(blocking=False):
         raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
     try:
+        if read_only:
+            dev, flags = OverlayDevice(dev), frozenset(flags) | {"ro"}
         fs = FileSystem.open(dev, commit_interval=commit_interval, where=where or source)
         try:
             if volume_info is not None:
                 fs.status_files.volume_info = volume_info
             ops = TraxOperations(fs)
-            options = mount_options(source, "traxfs", allow_other=allow_other)
+            options = mount_options(source, "traxfs", allow_other=allow_other, flags=frozenset(flags))
             made = fuse_lowlevel.sessions()
             try:
-                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate)  # pyfuse3 has neither handler
+                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate, ioctl=ops.ioctl,  # not in pyfuse3
+                                      ioctl_cmds=IOCTL_CMDS)
             except RuntimeError as e:
                 raise FsError(errno.ENOSYS, f"mount of {source} refused: {e}") from None
             try:
                 pyfuse3.init(ops, mountpoint, options)
                 try:
-                    if fuse_lowlevel.sessions() == made or {"lseek", "fallocate"} - fuse_lowlevel.installed():
+                    if fuse_lowlevel.sessions() == made or {"lseek", "fallocate", "ioctl"} - fuse_lowlevel.installed():
                         raise FsError(errno.ENOSYS, f"mount of {source} refused: pyfuse3 made its FUSE session "
                                       "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE and fallocate would be wrong "
                                       "(is libfuse3 in LD_PRELOAD?)")

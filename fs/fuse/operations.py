@@ -41,6 +41,7 @@ import errno
 import itertools
 import logging
 import os
+import struct
 
 import pyfuse3
 import trio
@@ -50,6 +51,7 @@ from ..engine import nowait
 from ..engine.page import PageCorrupt
 from ..errors import FsError
 from ..filesystem import FileSystem
+from ..inode_flags import flags_to_xflags, xflags_to_flags
 from ..keys import Inode
 from ..limits import ROOT_INO
 from ..subtrees.protocol import Caller, OpenFile
@@ -64,6 +66,10 @@ SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, E
     ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
 WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
 DOTS = (b".", b"..")
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # _IOR/_IOW('f', 1/2, long), as the kernel sends them
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820  # _IOR/_IOW('X', 31/32, struct fsxattr)
+FSXATTR = struct.Struct("<IIIII8x")  # xflags, extsize, nextents, projid, cowextsize, padding
+IOCTL_CMDS = frozenset({FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR})  # what ioctl serves
 SEEK_WINDOW = 4  # entries in the first reply after a seekdir (see _OpenDir)
 READDIR_BATCH = 32  # the kernel's buffer holds a few dozen entries; each entry's attributes cost a lookup
 
@@ -260,6 +266,31 @@ class TraxOperations(pyfuse3.Operations):
             handle.fallocate(mode, off, length)
         except Exception as e:
             raise self._fuse_error(handle.fallocate, e) from None
+
+    def ioctl(self, ino: int, cmd: int, data: bytes, out_size: int, fh: int) -> bytes:
+        """The inode flags of chattr and lsattr: ``FS_IOC_GETFLAGS`` / ``SETFLAGS`` (an
+        ``unsigned int`` each way) and ``FS_IOC_FSGETXATTR`` / ``FSSETXATTR`` (``struct fsxattr``:
+        the kernel reads the old flags this way before a ``SETFLAGS``); ENOTTY for any other
+        ioctl. pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and calls this
+        in a worker thread."""
+        try:
+            if cmd == FS_IOC_GETFLAGS:
+                return self.fs.get_flags(ino).to_bytes(4, "little")[:out_size]
+            if cmd == FS_IOC_FSGETXATTR:
+                return FSXATTR.pack(flags_to_xflags(self.fs.get_flags(ino)), 0, 0, 0, 0)[:out_size]
+            if cmd == FS_IOC_SETFLAGS and len(data) >= 4:
+                self._caps.pop(ino, None)
+                self.fs.set_flags(ino, int.from_bytes(data[:4], "little"))
+                return data[:out_size]
+            if cmd == FS_IOC_FSSETXATTR and len(data) >= FSXATTR.size:
+                xflags, extsize, _, projid, cowextsize = FSXATTR.unpack_from(data)
+                if extsize or projid or cowextsize:
+                    raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
+                self.fs.set_flags(ino, xflags_to_flags(xflags))
+                return data[:out_size]
+            raise pyfuse3.FUSEError(errno.ENOTTY)
+        except Exception as e:
+            raise self._fuse_error(self.ioctl, e) from None
 
     async def flush(self, fh):
         handle = self._open.get(fh)

@@ -30,10 +30,18 @@ def escape_option_value(value: str) -> str:
     return "".join(out)
 
 
-def mount_options(fsname: str, subtype: str, *, allow_other: bool = False) -> set[str]:
-    """pyfuse3's defaults plus the source name, the type (``fuse.SUBTYPE``) and, only when
-    asked, ``allow_other``."""
+KERNEL_FLAGS = frozenset({"ro", "dev", "nodev", "suid", "nosuid", "exec", "noexec"})  # passed on as asked
+
+
+def mount_options(fsname: str, subtype: str, *, allow_other: bool = False,
+                  flags: frozenset[str] = frozenset()) -> set[str]:
+    """pyfuse3's defaults plus the source name, the type (``fuse.SUBTYPE``), and, only when
+    asked, ``allow_other`` and the kernel's mount flags in :data:`KERNEL_FLAGS` (``ro``;
+    ``dev`` and ``suid``, which libfuse turns off unless root asks for them)."""
+    unknown = set(flags) - KERNEL_FLAGS
+    if unknown:
+        raise ValueError(f"mount flags {sorted(unknown)} are not among {sorted(KERNEL_FLAGS)}")
     options = set(pyfuse3.default_options) | {f"fsname={escape_option_value(fsname)}", f"subtype={subtype}"}
     if allow_other:
         options.add("allow_other")
-    return options
+    return options | set(flags)
