@@ -18,9 +18,10 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-def check_name(name: bytes) -> None:
-    """A name a new directory entry may have: ENAMETOOLONG or EINVAL otherwise."""
+def check_name(name: bytes, what: str = "name") -> None:
+    """A name a new directory entry (or a queue, view or table, named like one) may have:
+    ENAMETOOLONG or EINVAL otherwise; ``what`` names it in the message."""
     if len(name) > NAME_MAX:
-        raise FsError(errno.ENAMETOOLONG, f"name of {len(name)} bytes (limit {NAME_MAX})")
+        raise FsError(errno.ENAMETOOLONG, f"{what} of {len(name)} bytes (limit {NAME_MAX})")
     if not name or b"/" in name or b"\0" in name or name in (b".", b".."):
-        raise FsError(errno.EINVAL, f"invalid name {name!r}")
+        raise FsError(errno.EINVAL, f"invalid {what} {name!r}")

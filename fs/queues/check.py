@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ..struct.btree_salvage import salvage
 from .block import Block, BlockDamaged
+from .engine_io import owned_pages as store_pages
 from .engine_io import tree_headers
 from .index import (
     DOOMED,
@@ -80,16 +81,8 @@ def check_queues(store, repair: bool = False) -> QueueCheck:
 
 
 def owned_pages(engine) -> set[int]:
-    """Every page the queue store owns — its trees' and its blocks' —, read as far as the trees
-    can be read, without opening the store: fsck's damage pass frees what no structure owns,
-    and must not take these."""
-    out: set[int] = set()
-    for header in tree_headers(engine, TREES, PREFIX).values():
-        if header is not None:
-            out |= salvage(engine, header).pages
-    for _, _, e in queue_blocks(engine):
-        out.update(range(e.page, e.page + e.pages))
-    return out
+    """Every page the queue store owns — its trees' and its blocks' (see ``engine_io.owned_pages``)."""
+    return store_pages(engine, TREES, PREFIX, (e for _, _, e in queue_blocks(engine)))
 
 
 def queue_blocks(engine) -> list[tuple[int, int, BlockEntry]]:

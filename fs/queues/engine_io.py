@@ -19,6 +19,7 @@ from ..engine.logmanager import LogFull
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..struct.btree import KIND, BTree
+from ..struct.btree_salvage import salvage
 
 
 def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:
@@ -29,6 +30,19 @@ def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:
 def tree_headers(engine, names: tuple[str, ...], prefix: str) -> dict[str, int | None]:
     """The header page of each B+tree ``PREFIX.NAME`` in ``engine``'s catalog (None: missing)."""
     return {name: engine.get_root(f"{KIND}:{prefix}.{name}") or None for name in names}
+
+
+def owned_pages(engine, names: tuple[str, ...], prefix: str, extents) -> set[int]:
+    """Every page a store of raw pages owns — its trees' ``PREFIX.NAME`` and its ``extents``
+    (entries with ``page`` and ``pages``) —, read as far as the trees can be read, without
+    opening the store: fsck's damage pass frees what no structure owns, and must not take these."""
+    out: set[int] = set()
+    for header in tree_headers(engine, names, prefix).values():
+        if header is not None:
+            out |= salvage(engine, header).pages
+    for e in extents:
+        out.update(range(e.page, e.page + e.pages))
+    return out
 
 
 class EngineIO:

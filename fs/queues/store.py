@@ -16,6 +16,7 @@ import threading
 import time
 
 from ..errors import FsError
+from ..limits import check_name
 from .cache import BlockCache
 from .config import QueueConfig
 from .engine_io import EngineIO, has_trees
@@ -35,15 +36,6 @@ from .index import (
 from .queue import RECLAIM_BATCH, Queue, now_ms
 
 log = logging.getLogger("traxfs.queues")
-NAME_MAX = 255
-
-
-def check_name(name: bytes, what: str = "name") -> None:
-    """A queue or view name follows the rules of a file name."""
-    if len(name) > NAME_MAX:
-        raise FsError(errno.ENAMETOOLONG, f"{what} of {len(name)} bytes (limit {NAME_MAX})")
-    if not name or b"/" in name or b"\0" in name or name in (b".", b".."):
-        raise FsError(errno.EINVAL, f"invalid {what} {name!r}")
 
 
 def has_queues(engine) -> bool:

@@ -54,13 +54,14 @@ from typing import NamedTuple
 from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
+from ..limits import check_name
 from ..subtrees.protocol import LOCAL_MASK, Caller, OpenFile, Subtree, dense_seek, subtree_ino
 from .config import ConfigError
 from .index import SegmentRecord, seq_key
 from .producer import Producer
 from .reader import Reader, SegmentReader
 from .status import status_json
-from .store import QueueStore, check_name, has_queues
+from .store import QueueStore, has_queues
 
 SEG_DIGITS = 20  # decimal digits of a sequence number in a segment's name (2**64 has 20)
 BLOCK_UNITS = 512

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..engine.page import PAGE_SIZE
+from ..queues.engine_io import owned_pages as store_pages
 from ..queues.engine_io import tree_headers
 from ..struct.btree_salvage import salvage
 from .index import ALL_TREES, DOOMED, PREFIX, U64, U64X2, PageEntry, table_range
@@ -38,13 +39,7 @@ class TableCheck:
 
 def owned_pages(engine) -> set[int]:
     """Every page the table store owns (its trees' and its PAX pages'), without opening it."""
-    out: set[int] = set()
-    for header in tree_headers(engine, ALL_TREES, PREFIX).values():
-        if header is not None:
-            out |= salvage(engine, header).pages
-    for _, _, e in pax_pages(engine):
-        out.update(range(e.page, e.page + e.pages))
-    return out
+    return store_pages(engine, ALL_TREES, PREFIX, (e for _, _, e in pax_pages(engine)))
 
 
 def pax_pages(engine) -> list[tuple[int, int, PageEntry]]:

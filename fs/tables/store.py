@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
+from ..limits import check_name
 from ..queues.engine_io import EngineIO, has_trees
 from .index import (
     ALL_TREES,
@@ -53,7 +54,6 @@ from .pax import (
 )
 from .schema import Schema, parse_schema
 
-NAME_MAX = 255
 PAX_TARGET = 1 << 20  # bytes of one PAX page (its rows are cut to about this much)
 MAX_PAGE_ROWS = 1 << 16
 PURGE_BATCH = 64  # PAX pages freed per transaction of a removal
@@ -62,14 +62,6 @@ _WIDTH = {"int32": 4, "date": 4, "bool": 1, "string": 12}
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def check_name(name: bytes) -> None:
-    """A table name follows the rules of a file name."""
-    if len(name) > NAME_MAX:
-        raise FsError(errno.ENAMETOOLONG, f"table name of {len(name)} bytes (limit {NAME_MAX})")
-    if not name or b"/" in name or b"\0" in name or name in (b".", b".."):
-        raise FsError(errno.EINVAL, f"invalid table name {name!r}")
 
 
 def has_tables(engine) -> bool:
@@ -165,7 +157,7 @@ class TableStore:
     def create(self, name: bytes, schema_text: str) -> Table:
         """A new table; raises :class:`~traxfs.fs.tables.schema.SchemaError` for a bad schema
         (nothing created)."""
-        check_name(name)
+        check_name(name, "table name")
         schema = parse_schema(schema_text)
         with self._lock:
             if name in self.tables:

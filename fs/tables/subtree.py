@@ -51,13 +51,14 @@ import crc32c
 from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
+from ..limits import check_name
 from ..subtrees.protocol import LOCAL_MASK, TOP, Caller, OpenFile, Subtree, dense_seek, subtree_ino
 from .ingest import IngestError, parse_file
 from .keys import key_bytes
 from .render import FORMATS, ViewReader, render_row, view_size
 from .schema import SchemaError
 from .staging import Node, now_ns
-from .store import KeyConflict, RowTooWide, Table, TableStore, check_name
+from .store import KeyConflict, RowTooWide, Table, TableStore
 from .values import text_parser
 
 log = logging.getLogger("traxfs.tables")
@@ -347,7 +348,7 @@ class TablesSubtree(Subtree):
             if entry is None:
                 if not stat.S_ISDIR(mode):
                     raise FsError(errno.EPERM, "only folders (tables) can be made in /tables")
-                check_name(name)
+                check_name(name, "table name")
                 if name in self._entries:
                     raise FsError(errno.EEXIST, f"table {name!r} exists")
                 new = Entry(name, self._next_pending)
