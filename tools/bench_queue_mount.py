@@ -40,33 +40,9 @@ from pathlib import Path
 
 import psutil
 
-RECORD = 100
-BATCH = 128 << 10
+from .bench_queue import BATCH, FSYNC_EVERY, RECORD, _in_threads, _rate, _split, batch_bytes
+
 PER_BATCH = BATCH // RECORD
-FSYNC_EVERY = 64 << 20
-
-
-def batch_bytes() -> bytes:
-    return (b"r" * (RECORD - 1) + b"\n") * PER_BATCH
-
-
-def _rate(records: int, seconds: float) -> dict:
-    return {"records": records, "seconds": round(seconds, 3), "records_per_s": round(records / seconds),
-            "mb_per_s": round(records * RECORD / seconds / 1e6, 1)}
-
-
-def _split(total: int, parts: int) -> list[int]:
-    return [total // parts + (i < total % parts) for i in range(parts)]
-
-
-def _in_threads(work, counts: list[int]) -> float:
-    threads = [threading.Thread(target=work, args=(i, n)) for i, n in enumerate(counts)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - start
 
 
 # ----- the mount ------------------------------------------------------------------------------------
