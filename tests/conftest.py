@@ -67,6 +67,19 @@ settings.load_profile(os.environ.get("TRAXFS_HYPOTHESIS_PROFILE", "traxfs"))
 IO_PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run (a JVM start costs seconds and memory: the
+    Spark tests of files, queues and tables share it). Tests that change a setting unset it."""
+    from traxfs.tools.spark_job import session, stop
+
+    s = session()
+    try:
+        yield s
+    finally:
+        stop(s)
+
+
 @pytest.fixture
 def registry(tmp_path: Path) -> Registry:
     return Registry(home=tmp_path / "home")

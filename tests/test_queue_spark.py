@@ -22,20 +22,9 @@ import pytest
 from fsmount import traxfs_mount
 from queue_paths import append, config, status
 
-from traxfs.tools.spark_job import session, stop
-
 MiB = 1 << 20
 DRIVER = Path(__file__).with_name("queue_stream_driver.py")
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (Spark needs Java 17+)")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = session()
-    try:
-        yield s
-    finally:
-        stop(s)
 
 
 @pytest.fixture(scope="module")

@@ -17,20 +17,11 @@ from pathlib import Path
 import pytest
 
 from traxfs.tools.passthrough import mounted
-from traxfs.tools.spark_job import PARTITIONS, run, session, stop
+from traxfs.tools.spark_job import PARTITIONS, run
 
 ROWS = 20_000  # 4 partitions of 5,000; the retry phase fails partition 0 at its 2,500th row
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (Spark needs Java 17+)")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = session()
-    try:
-        yield s
-    finally:
-        stop(s)
 
 
 def _check_report(report: dict, root: Path) -> None:

@@ -15,22 +15,13 @@ from fsmount import traxfs_mount
 
 from traxfs.fs.tables.ingest import parse_csv
 from traxfs.fs.tables.schema import parse_schema
-from traxfs.tools.spark_job import _flaky_partition, session, stop
+from traxfs.tools.spark_job import _flaky_partition
 
 ROWS = 20_000
 SCHEMA = "id int64 not null, name string, amount decimal(10,2), day date"
 
 pytestmark = [pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (Spark needs Java 17+)"),
               pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = session()
-    try:
-        yield s
-    finally:
-        stop(s)
 
 
 @pytest.fixture(scope="module")
