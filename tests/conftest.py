@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from traxfs.volume.disk.profiles import atlas10k3, scaled
 from traxfs.volume.label import MDA_COUNT, MDA_OFFSET, MDA_SLOT
 from traxfs.volume.registry import Registry
 from traxfs.volume.scan import pv_create
@@ -48,6 +49,7 @@ def pytest_configure(config):
     config.pluginmanager.register(_CheckoutAsPlainDirectory(), "traxfs-checkout-as-plain-directory")
 
 MiB = 1024 * 1024
+QUAD_DISK = scaled(atlas10k3(), 40, zones=2)  # the quad_fs fixture's disks (zone 0: N = 686, H = 139)
 
 # No per-example deadline (I/O timing varies on a loaded 2-core machine), and no database of
 # examples written into the source tree (a failure prints its reproduction blob instead). The
@@ -78,6 +80,28 @@ def spark():
         yield s
     finally:
         stop(s)
+
+
+@pytest.fixture
+def quad_fs(registry, tmp_path):
+    """A filesystem on a quadrangle volume (48 MiB) over two simulated Atlas 10K III disks scaled
+    to 40 cylinders a zone (zone 0: N = 686, H = 139; b = 8 sectors = one page, d = 4), as
+    ``(fs, vg, lv, olv)``; see :data:`QUAD_DISK`."""
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.volume.group import VolumeGroup
+
+    paths = []
+    for k in range(2):
+        paths.append(str(tmp_path / f"disk{k}.img"))
+        pv_create(registry, paths[-1], model=QUAD_DISK)
+    VolumeGroup.create(registry, "quad", paths, extent_size=MiB)
+    with VolumeGroup.open(registry, "quad") as vg:
+        lv = vg.create_lv("q", 48 * MiB, "quadrangle")
+        olv = vg.open_lv("q")
+        FileSystem.mkfs(olv)
+        fs = FileSystem.open(olv)
+        yield fs, vg, lv, olv
+        fs.close()
 
 
 @pytest.fixture

@@ -6,35 +6,15 @@ page is its own only equivalent and the same calls still work."""
 from __future__ import annotations
 
 import pytest
-from conftest import MiB
+from conftest import QUAD_DISK, MiB
 
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.filesystem import FileSystem
 from traxfs.volume.device import create_image
-from traxfs.volume.disk.profiles import atlas10k3, scaled
-from traxfs.volume.group import VolumeGroup
-from traxfs.volume.scan import pv_create
 from traxfs.volume.simdevice import SimulatedDevice
 
 pytestmark = pytest.mark.timeout(120)
-SPEC = scaled(atlas10k3(), 40, zones=2)  # zone 0: N = 686, H = 139
-
-
-@pytest.fixture
-def quad_fs(registry, tmp_path):
-    """A filesystem on a quadrangle volume over two simulated disks (b = 8 sectors = one page)."""
-    paths = []
-    for k in range(2):
-        paths.append(str(tmp_path / f"disk{k}.img"))
-        pv_create(registry, paths[-1], model=SPEC)
-    VolumeGroup.create(registry, "rq", paths, extent_size=MiB)
-    with VolumeGroup.open(registry, "rq") as vg:
-        lv = vg.create_lv("q", 48 * MiB, "quadrangle")
-        olv = vg.open_lv("q")
-        FileSystem.mkfs(olv)
-        fs = FileSystem.open(olv)
-        yield fs, vg, lv, olv
-        fs.close()
+SPEC = QUAD_DISK
 
 
 def _claimed(fs, pages: int) -> int:

@@ -9,7 +9,7 @@ import errno
 
 import crc32c
 import pytest
-from conftest import MiB
+from conftest import QUAD_DISK, MiB
 
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.errors import FsError
@@ -21,12 +21,9 @@ from traxfs.fs.tables.render import ViewReader, render_row
 from traxfs.fs.tables.schema import parse_schema
 from traxfs.fs.tables.store import TableStore
 from traxfs.volume.device import SECTOR, create_image
-from traxfs.volume.disk.profiles import atlas10k3, scaled
-from traxfs.volume.group import VolumeGroup
-from traxfs.volume.scan import pv_create
 
 pytestmark = pytest.mark.timeout(180)
-SPEC = scaled(atlas10k3(), 40, zones=2)  # zone 0: N = 686, H = 139
+SPEC = QUAD_DISK
 SCHEMA = "k int64 not null, price float64, note string, day date, key(k)"
 N = 30_000
 
@@ -37,23 +34,13 @@ def _columns(lo: int, hi: int) -> list[list]:
 
 
 @pytest.fixture
-def quad_store(registry, tmp_path):
-    """A table store on a quadrangle volume over two simulated disks (b = 8 sectors, d = 4)."""
-    paths = []
-    for k in range(2):
-        paths.append(str(tmp_path / f"disk{k}.img"))
-        pv_create(registry, paths[-1], model=SPEC)
-    VolumeGroup.create(registry, "tq", paths, extent_size=MiB)
-    with VolumeGroup.open(registry, "tq") as vg:
-        lv = vg.create_lv("q", 48 * MiB, "quadrangle")
-        olv = vg.open_lv("q")
-        FileSystem.mkfs(olv)
-        fs = FileSystem.open(olv)
-        store = TableStore(fs.e)
-        disks = [vg.devices[pv] for pv in lv.pvs()]
-        yield store, lv, disks, olv
-        store.close()
-        fs.close()
+def quad_store(quad_fs):
+    """A table store on the quadrangle volume of ``quad_fs`` (b = 8 sectors, d = 4)."""
+    fs, vg, lv, olv = quad_fs
+    store = TableStore(fs.e)
+    disks = [vg.devices[pv] for pv in lv.pvs()]
+    yield store, lv, disks, olv
+    store.close()
 
 
 def _view(store, table, cols) -> bytes:
