@@ -630,3 +630,18 @@ def test_fsck_without_repair_writes_nothing_even_after_a_crash(rig: Rig) -> None
     assert sha256(rig.image) == before  # recovery and the check ran on a memory overlay
     assert rig.run("fsck", rig.image, "--repair").returncode in (0, 1)
     assert rig.run("fsck", rig.image).returncode == 0
+
+
+def test_mount_of_another_tools_image_is_refused_and_changes_nothing(rig: Rig) -> None:
+    """An ext4 image is not a traxfs filesystem: mount says so, mounts nothing, writes nothing."""
+    from signatures import ext4
+
+    other = str(rig.tmp / "ext4.img")
+    ext4(other, 8 << 20)
+    before = sha256(other)
+    mp = rig.tmp / "mnt-ext4"
+    mp.mkdir()
+    r = rig.run("mount", other, mp)
+    assert r.returncode == 1 and "no traxfs engine superblock" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not os.path.ismount(mp)
+    assert sha256(other) == before
