@@ -140,7 +140,7 @@ def test_views_parse_back_and_sizes_are_exact(store, data):
     (b"a,c\n1,x\n", 1, 2, "no column"),
     (b"a\n1\n", 1, 0, "lacks column"),
     (b"a,b\n,x\n", 2, "1 (a)", "NOT NULL"),
-    (b'a,b\n1,"x\n2,y\n', 2, 0, "malformed"),
+    (b'a,b\n1,"x\n2,y\n', 2, 2, "never closed"),
     (b'a,b\n1,x"y""\n', 2, 2, "quote inside"),
     (b"a,b\n1,\xff\n", 2, 0, "not UTF-8"),
     (b"a,b\n99999999999999999999,x\n", 2, "1 (a)", "outside the range"),
