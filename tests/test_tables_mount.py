@@ -221,8 +221,14 @@ def test_remount_keeps_everything_and_rmdir_gives_space_back(m):
     assert os.statvfs(m.mp).f_bfree > free
 
 
+def _written_bytes(pid: int) -> int:
+    """Bytes the process has handed to write calls (``/proc/PID/io``: wchar)."""
+    with open(f"/proc/{pid}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
+
+
 def test_sigkill_in_the_middle_of_an_ingest_is_all_or_nothing(tmp_path):
-    n = 300000
+    n = 1_000_000
     body = b"a,b\n" + b"".join(b"%d,value %d\n" % (i, i) for i in range(n))
     with traxfs_mount(tmp_path) as mount:
         t = new_table(mount, "a int64, b string")
@@ -241,7 +247,10 @@ def test_sigkill_in_the_middle_of_an_ingest_is_all_or_nothing(tmp_path):
         w = threading.Thread(target=write)
         w.start()
         assert written.wait(60)
-        time.sleep(0.3)  # into the close: parsing 300,000 rows and appending them takes longer
+        base = _written_bytes(mount.proc.pid)  # the file is written: the close parses, then appends
+        deadline = time.monotonic() + 30
+        while _written_bytes(mount.proc.pid) < base + (1 << 20) and time.monotonic() < deadline:
+            time.sleep(0.002)  # the append writes PAX pages before it commits: kill it then
         mount.kill()
         w.join(60)
         mount.start()

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..engine.page import PAGE_SIZE
-from ..queues.engine_io import owned_pages as store_pages
-from ..queues.engine_io import tree_headers
+from ..rawstore import owned_pages as store_pages
+from ..rawstore import tree_headers
 from ..struct.btree_salvage import salvage
 from .index import ALL_TREES, DOOMED, PREFIX, U64, U64X2, PageEntry, table_range
 from .keys import ROW_REF, key_bytes

@@ -9,10 +9,15 @@ default escapes quotes with a backslash, which is not CSV). JSON lines: one obje
 keys the table's columns (a missing key is NULL, as Spark leaves out null fields), numbers read
 exactly (a decimal never goes through a float). Blank lines are skipped in both. An empty file
 has no rows.
+
+CSV is parsed in C (``ext/csvcolumns``: records, fields and the values of their plain spellings)
+when :data:`FAST` is set; :func:`parse_csv_reference` is the same in Python, the reference the
+tests hold the C path to (the same columns, or the same error, line and column).
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import decimal
 import io
@@ -21,8 +26,12 @@ import re
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from ...ext.csvcolumns import CsvError, first_record, parse_rows
 from .schema import ColType, Schema
 from .values import INT_RANGES, json_parser, text_parser
+
+FAST = True  # CSV through ext/csvcolumns; False: the Python reference (bench_table times both)
+QUOTE_ERROR = "a quote inside an unquoted field, text after a closing quote, or a quote never closed"
 
 
 class IngestError(ValueError):
@@ -46,27 +55,23 @@ def _decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _records_plain(text: str) -> list[list[str]]:
-    """Every record's fields, for text without ``""`` (then an empty field can only be unquoted:
-    NULL, kept here as ``""``): the C reader of the standard library."""
+def _records_plain(text: str) -> list[list[str]] | None:
+    """Every record's fields, for text without ``"`` (then an empty field can only be unquoted:
+    NULL, kept here as ``""``): the C reader of the standard library, which splits such text as
+    :func:`_records_quoted` does; None if it refuses (a field past its size limit)."""
     try:
         return list(csv.reader(io.StringIO(text, newline=""), strict=True))
-    except csv.Error as ex:
-        lines = _plain_lines(text)
-        raise IngestError(lines[-1] if lines else 1, 0, f"malformed CSV in the record starting here: {ex}") from None
+    except csv.Error:
+        return None
 
 
 def _plain_lines(text: str) -> list[int]:
-    """The line each record of :func:`_records_plain` starts on (up to a malformed one, whose
-    line is the last)."""
+    """The line each record of :func:`_records_plain` starts on."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     out, line = [], 1
-    try:
-        for _ in reader:
-            out.append(line)
-            line = reader.line_num + 1
-    except csv.Error:
+    for _ in reader:
         out.append(line)
+        line = reader.line_num + 1
     return out
 
 
@@ -92,8 +97,7 @@ def _records_quoted(text: str) -> list[tuple[int, list]]:
             pos = m.end()
             s = _SEP.match(text, pos)
             if s is None:
-                raise IngestError(line, len(fields), "a quote inside an unquoted field, or text after a closing "
-                                                     "quote")
+                raise IngestError(line, len(fields), QUOTE_ERROR)
             pos = s.end()
             if s.group() != ",":
                 break
@@ -104,15 +108,51 @@ def _records_quoted(text: str) -> list[tuple[int, list]]:
 
 def parse_csv(schema: Schema, data: bytes) -> list[list]:
     """The columns (one list of values per schema column) of a CSV file's rows."""
+    if not FAST:
+        return parse_csv_reference(schema, data)
     text = _decode(data)
-    if not text.strip():
+    if not text or text.isspace():
         return [[] for _ in schema.columns]
-    if '""' in text:
+    view = memoryview(data)[3 if data.startswith(codecs.BOM_UTF8) else 0 :]
+    order: list[int] = []
+    try:
+        first = first_record(view, 0, 1)
+        if first is None:
+            return [[] for _ in schema.columns]
+        head, head_line, pos, line = first
+        try:
+            order = _header(schema, head)
+        except IngestError as ex:
+            parse_rows(view, pos, line, None)  # a malformed record after the header comes first
+            raise IngestError(head_line, ex.column, ex.reason) from None
+        specs = []
+        for col in order:
+            c = schema.columns[col]
+            specs.append((c.type.kind, c.type.scale, c.type.precision, c.nullable, text_parser(c.type)))
+        fields = parse_rows(view, pos, line, specs)
+    except CsvError as ex:
+        if getattr(ex, "field_error", False):
+            raise IngestError(ex.line, f"{ex.column} ({schema.columns[order[ex.column - 1]].name})",
+                              ex.reason) from None
+        raise IngestError(ex.line, ex.column, ex.reason) from None
+    columns: list[list] = [[] for _ in schema.columns]
+    for field, col in enumerate(order):
+        columns[col] = fields[field]
+    return columns
+
+
+def parse_csv_reference(schema: Schema, data: bytes) -> list[list]:
+    """:func:`parse_csv` in Python: the reference the C path is tested against."""
+    text = _decode(data)
+    if not text or text.isspace():
+        return [[] for _ in schema.columns]
+    plain = _records_plain(text) if '"' not in text else None
+    if plain is None:
         found = _records_quoted(text)
         records, null = [f for _, f in found], None
         all_lines: Callable[[], list[int]] = lambda: [line for line, _ in found]  # noqa: E731
     else:
-        records, null = _records_plain(text), ""
+        records, null = plain, ""
         all_lines = partial(_plain_lines, text)
     origin = None  # kept record -> its index among all records (None: the same)
     if [] in records:  # blank lines: see _blank_lines
@@ -160,8 +200,9 @@ def _header(schema: Schema, head: list) -> list[int]:
     """The schema column of each header field; every column must be there once."""
     order, seen = [], set()
     for k, name in enumerate(head, 1):
+        name = name or ""  # (an unquoted empty name reads as NULL)
         try:
-            col = schema.index(name or "")
+            col = schema.index(name)
         except KeyError:
             raise IngestError(0, k, f"header names {name!r}, which is no column of the table "
                                        f"({', '.join(schema.names)})") from None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..limits import check_name
-from ..queues.engine_io import EngineIO, has_trees
+from ..rawstore import EngineIO, has_trees
 from .index import (
     ALL_TREES,
     DOOMED,

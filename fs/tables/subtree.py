@@ -15,6 +15,10 @@
                                ``_SUCCESS``, Hadoop's ``.crc`` files) are accepted and dropped;
                                a malformed file goes to ``ingest/.rejected/`` with ``NAME.error``
 
+The table store opens at the first use of a table — a name looked up or listed in ``/tables``
+when the engine holds tables, or the first table made — not at mount: a filesystem that never
+uses tables pays nothing for them (as ``/queues``).
+
 ``mkdir /tables/NAME`` makes a folder holding only ``schema`` and ``status.json`` until a valid
 schema is written (a bad one: EINVAL, nothing created, the reason in ``status.json``);
 ``rmdir /tables/NAME`` removes the table and gives its space back (EBUSY while a view is open).
@@ -58,7 +62,7 @@ from .keys import key_bytes
 from .render import FORMATS, ViewReader, render_row, view_size
 from .schema import SchemaError
 from .staging import Node, now_ns
-from .store import KeyConflict, RowTooWide, Table, TableStore
+from .store import KeyConflict, RowTooWide, Table, TableStore, has_tables
 from .values import text_parser
 
 log = logging.getLogger("traxfs.tables")
@@ -108,16 +112,45 @@ class TablesSubtree(Subtree):
     name = b"tables"
     tag = TAG
 
-    def __init__(self, store: TableStore) -> None:
-        self.store = store
+    def __init__(self, engine) -> None:
+        self._engine = engine
+        self._store: TableStore | None = None  # opened at the first use of a table (see _load)
         self._lock = threading.Lock()
         self._entries: dict[bytes, Entry] = {}
         self._slots: dict[int, Entry] = {}
         self._next_pending = PENDING_SLOT
         self.started_ns = now_ns()
-        for name in store.names():
-            table = store.get(name)
-            self._add(Entry(name, table.rec.tid, table))
+
+    # ----- the store, opened when first needed --------------------------------------------------
+    @property
+    def opened(self) -> bool:
+        """Is the table store open (its tables read)? Not before /tables is first used."""
+        return self._store is not None
+
+    @property
+    def store(self) -> TableStore:
+        """The table store, opened now if it was not (tools and tests; the subtree's own code
+        holds ``_lock`` and uses :meth:`_open`)."""
+        with self._lock:
+            return self._open()
+
+    def _load(self) -> None:
+        """Before answering for the names in /tables (``_lock`` held): read the stored tables
+        if there are any — a filesystem that never made a table opens nothing."""
+        if self._store is None and has_tables(self._engine):
+            self._open()
+
+    def _open(self) -> TableStore:
+        """The store, opened (``_lock`` held), with an entry for each of its tables."""
+        if self._store is None:
+            if nowait.active():
+                raise nowait.WouldBlock("the table store opens")
+            store = TableStore(self._engine)
+            for name in store.names():
+                table = store.get(name)
+                self._add(Entry(name, table.rec.tid, table))
+            self._store = store
+        return self._store
 
     def _add(self, entry: Entry) -> None:
         self._entries[entry.name] = entry
@@ -129,7 +162,8 @@ class TablesSubtree(Subtree):
         for entry in self._entries.values():
             for node in entry.nodes.values():
                 node.drop()
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     # ----- numbers ------------------------------------------------------------------------------
     def _ino(self, entry: Entry, kind: int) -> int:
@@ -227,6 +261,7 @@ class TablesSubtree(Subtree):
         with self._locked():
             entry, kind = self._split(parent)
             if entry is None:
+                self._load()
                 found = self._entries.get(name)
                 if found is None:
                     raise FsError(errno.ENOENT, f"no table {name!r}")
@@ -307,7 +342,7 @@ class TablesSubtree(Subtree):
             kind = KEYED + (kind + 1 - KEYED) % (PROJECTION - KEYED)
         if kind in entry.keyed:
             return kind
-        found = self.store.find(table, key_bytes(table.schema, table.rec.tid, values)[0])
+        found = self._store.find(table, key_bytes(table.schema, table.rec.tid, values)[0])
         if found is None:
             raise FsError(errno.ENOENT, f"no row with key {name!r}")
         if nowait.active():
@@ -315,13 +350,14 @@ class TablesSubtree(Subtree):
         page, row = found
         if len(entry.keyed) >= KEYED_KEPT:
             del entry.keyed[next(iter(entry.keyed))]  # the oldest: a later lookup renders it again
-        entry.keyed[kind] = (name, render_row(self.store, table, page, row, f"table {entry.name!r}: key {name!r}"))
+        entry.keyed[kind] = (name, render_row(self._store, table, page, row, f"table {entry.name!r}: key {name!r}"))
         return kind
 
     def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
         with self._locked():
             entry, kind = self._split(ino)
             if entry is None:
+                self._load()
                 items = sorted((e.slot, e.name, e) for e in self._entries.values())
                 return [(name, self._attrs(e, DIR), slot) for slot, name, e in items if slot > after][:limit]
             if kind == DIR:
@@ -349,6 +385,7 @@ class TablesSubtree(Subtree):
                 if not stat.S_ISDIR(mode):
                     raise FsError(errno.EPERM, "only folders (tables) can be made in /tables")
                 check_name(name, "table name")
+                self._load()
                 if name in self._entries:
                     raise FsError(errno.EEXIST, f"table {name!r} exists")
                 new = Entry(name, self._next_pending)
@@ -384,11 +421,12 @@ class TablesSubtree(Subtree):
                     raise FsError(errno.EPERM, "ingest/.rejected belongs to the table")
                 self._forget(entry, node)
                 return
+            self._load()
             entry = self._entries.get(name)
             if entry is None:
                 raise FsError(errno.ENOENT, f"no table {name!r}")
             if entry.table is not None:
-                self.store.remove(name)  # EBUSY with open views; durable when it returns
+                self._store.remove(name)  # EBUSY with open views; durable when it returns
             del self._entries[name]
             for node in entry.nodes.values():
                 node.drop()
@@ -508,7 +546,7 @@ class TablesSubtree(Subtree):
                 if writing:
                     raise FsError(errno.EACCES, "views are read-only: append through ingest/")
                 table = entry.table
-                reader = ViewReader(self.store, table, table.snapshot(), view[0], view[1],
+                reader = ViewReader(self._store, table, table.snapshot(), view[0], view[1],
                                     f"table {entry.name.decode(errors='replace')}")
                 table.readers += 1
                 return ViewHandle(self, reader)
@@ -542,7 +580,7 @@ class TablesSubtree(Subtree):
                 self._reject(entry, node, name, data, str(ex))
                 return
             try:
-                result = self.store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
+                result = self._store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
             except (KeyConflict, RowTooWide) as ex:  # the file is refused whole, and says why
                 self._reject(entry, node, name, data, f"row {ex.row + 1} (not counting the header): {ex}")
                 return
@@ -586,8 +624,10 @@ class TablesSubtree(Subtree):
                 text = entry.schema_buf.decode(errors="replace")
             if not final and (not text.endswith("\n") or text.rstrip().endswith(",")):
                 return
+            with self._lock:
+                store = self._open()
             try:
-                table = self.store.create(entry.name, text)
+                table = store.create(entry.name, text)
             except SchemaError as ex:
                 with self._lock:
                     entry.error = str(ex)
@@ -614,7 +654,7 @@ class TablesSubtree(Subtree):
                 "bytes": {c.name: {"stored": t.stored, "csv": t.csv_bytes, "json": t.json_bytes}
                           for c, t in zip(table.schema.columns, rec.totals, strict=True)},
                 "created_ms": rec.created_ms, "last_ingest_ms": rec.last_ingest_ms or None,
-                "placement": self.store.placement(), "volume_bytes_read": table.bytes_read,
+                "placement": self._store.placement(), "volume_bytes_read": table.bytes_read,
                 "ingests": entry.ingests,
                 "rejected": entry.rejections,
             })
