@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 
 import pytest
 from conftest import IO_PHASES, MiB
@@ -289,4 +290,53 @@ def test_a_format_2_filesystem_is_upgraded_on_open(tmp_path):
         assert read_all(fs, ino) == data[:10] + b"new" + data[13:]
         assert fsck(fs).problems == []
     finally:
+        fs.close()
+
+
+class GateWrites(ImageFileDevice):
+    """An image whose writes of bytes starting with ``GATE`` wait while :attr:`gate` is closed
+    (``stuck`` set once one waits): a data write held in flight."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.stuck = threading.Event()
+
+    def write(self, off, data):
+        if bytes(data[:4]) == b"GATE" and not self.gate.is_set():
+            self.stuck.set()
+            assert self.gate.wait(60), "gate never opened"
+        return super().write(off, data)
+
+
+def test_a_create_waits_for_the_write_in_flight(tmp_path):
+    """A write that decided to write in place (no snapshot yet) is in flight when a snapshot is
+    asked for: the create waits for it (the snapshot barrier), so the snapshot never changes
+    afterwards under a write that landed in pages it shares."""
+    dev = GateWrites(str(tmp_path / "fs.img"), 96 * MiB, create=True)
+    FileSystem.mkfs(dev, log_size=16 * MiB)
+    fs = FileSystem.open(dev)
+    try:
+        ino = _file(fs, b"f", b"A" * 65536)
+        fs.sync()
+        dev.gate.clear()
+        w = threading.Thread(target=fs.write, args=(ino, 0, b"GATE" + b"B" * 65532))
+        w.start()
+        assert dev.stuck.wait(30)
+        c = threading.Thread(target=fs.mkdir, args=(TOP, b"s", 0o755, 0, 0))
+        c.start()
+        c.join(2)
+        early = None
+        if not c.is_alive():  # created while the write is in flight: what it shows must stay
+            early = read_all(fs, fs.lookup(fs.lookup(TOP, b"s").ino, b"f").ino)
+        dev.gate.set()
+        w.join(30)
+        c.join(30)
+        later = read_all(fs, fs.lookup(fs.lookup(TOP, b"s").ino, b"f").ino)
+        assert early is None or early == later
+        assert later in (b"A" * 65536, b"GATE" + b"B" * 65532)
+        assert fsck(fs).problems == []
+    finally:
+        dev.gate.set()
         fs.close()
