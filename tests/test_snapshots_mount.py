@@ -8,13 +8,14 @@ and the space a delete gives back (statfs)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from fsmount import traxfs_mount
+from fsmount import trax, traxfs_mount
 
 MiB = 1 << 20
 
@@ -275,3 +276,26 @@ def test_sigkill_during_create_delete_and_copy_on_write(m):
     os.sync()
     _fsck_clean(m)
     assert os.listdir(mp / ".snapshots") == []
+
+
+def test_trax_snapshot_create_list_delete(m):
+    mp = m.mp
+    (mp / "f").write_bytes(os.urandom(2 * MiB))
+    r = trax("snapshot", "create", str(mp), "s1", home=m.home)
+    assert "created" in r.stdout and (mp / ".snapshots" / "s1").is_dir()
+    with open(mp / "f", "r+b") as f:  # 1 MiB copied: the snapshot alone holds its old 1 MiB
+        f.write(os.urandom(MiB))
+    listed = json.loads(trax("--json", "snapshot", "list", str(mp), home=m.home).stdout)
+    assert [(d["name"], d["unique_bytes"]) for d in listed] == [("s1", MiB)]
+    assert listed[0]["created_ns"] <= time.time_ns() and listed[0]["id"] >= 1
+    text = trax("snapshot", "list", str(mp), home=m.home).stdout
+    assert text.splitlines()[0].split() == ["SNAPSHOT", "ID", "CREATED", "UNIQUE"] and "s1" in text
+    r = trax("snapshot", "create", str(mp), "s1", home=m.home, check=False)
+    assert r.returncode == 1 and "File exists" in r.stderr
+    r = trax("snapshot", "create", str(mp), "x" * 256, home=m.home, check=False)
+    assert r.returncode == 1 and "too long" in r.stderr
+    done = json.loads(trax("snapshot", "delete", "--json", str(mp), "s1", home=m.home).stdout)
+    assert done["freed_bytes"] == MiB
+    r = trax("snapshot", "delete", str(mp), "s1", home=m.home, check=False)
+    assert r.returncode == 1 and "No such file" in r.stderr
+    assert "no snapshots" in trax("snapshot", "list", str(mp), home=m.home).stdout

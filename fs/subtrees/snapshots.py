@@ -12,6 +12,8 @@
   epoch, below 2^16; the top is local number 1): stable across remounts. A tree inode number of
   2^32 or more cannot be numbered so: EOVERFLOW (the tree hands numbers out from 2 upwards in
   blocks of 1024; reaching 2^32 takes four billion creates).
+* ``trax.snapshot`` of ``/.snapshots/NAME`` (computed, not listed): name, id, creation time and
+  the bytes only that snapshot holds, as JSON (``trax snapshot list`` reads it).
 * ``/queues`` and ``/tables`` are subtrees of their own, not records of the tree: a snapshot
   holds neither (they are absent from its root).
 """
@@ -19,10 +21,12 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import time
 
+from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..keys import Inode
 from ..limits import ROOT_INO
@@ -30,6 +34,7 @@ from ..snapshot_view import SnapshotView
 from .protocol import LOCAL_MASK, Caller, OpenFile, Subtree, read_only_dir, subtree_ino
 
 TREE_BITS = 32
+INFO_XATTR = b"trax.snapshot"
 
 
 class SnapshotFile(OpenFile):
@@ -130,7 +135,19 @@ class Snapshots(Subtree):
         if ino == self.top_ino:
             return super().getxattr(ino, name)
         epoch, tree_ino = self._split(ino)
+        if name == INFO_XATTR and tree_ino == ROOT_INO:
+            return self._info(epoch)
         return self.view.getxattr(epoch, tree_ino, name)
+
+    def _info(self, epoch: int) -> bytes:
+        """``trax.snapshot`` of a snapshot's directory (computed, not listed): its name, id,
+        creation time and the bytes only it holds (what deleting it gives back), as JSON."""
+        snap = self.store.by_epoch(epoch)
+        if snap is None:
+            raise FsError(errno.ENOENT, f"snapshot {epoch} does not exist")
+        return json.dumps({"name": snap.name.decode(errors="surrogateescape"), "id": snap.epoch,
+                           "created_ns": snap.created_ns,
+                           "unique_bytes": self.store.unique_pages(epoch) * PAGE_SIZE}).encode()
 
     def listxattr(self, ino: int) -> list[bytes]:
         if ino == self.top_ino:
