@@ -503,6 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .queue_cmd import add_parser as add_queue_parser
 
     add_queue_parser(top, sub)
+    from .snapshot_cmd import add_parser as add_snapshot_parser
+
+    add_snapshot_parser(top, sub)
     from .table_cmd import add_parsers as add_table_parsers
 
     add_table_parsers(top, sub, common)
