@@ -32,6 +32,8 @@ def _status(path: Path) -> dict:
     return json.loads(path.read_bytes())
 
 
+STEPS = ("volumes", "spark_session", "lineitem_ingest", "produce_and_stream", "queries", "replay", "unmount", "fsck",
+         "disk_time")
 MARK = ".trax-demo"  # in every work folder this command made: only such a folder is ever replaced
 
 
@@ -99,10 +101,16 @@ def run(workdir: str | Path, scale: float = 1.0, master: str | None = None, seed
     items = max(2000, int(100_000 * scale))
     t_run = time.monotonic()
 
+    overall = tqdm(total=len(STEPS), desc="pipeline", unit="step", disable=not progress,
+                   bar_format="pipeline {n}/{total} steps |{bar}| {elapsed} {desc}")
+
     def timed(name: str, fn, *args, **kw):
+        """Run one step: its time in the report, its name on the progress bar."""
+        overall.set_description(name.replace("_", " "))
         t0 = time.monotonic()
         out = fn(*args, **kw)
         steps.setdefault(name, {})["seconds"] = round(time.monotonic() - t0, 2)
+        overall.update(1)
         return out
 
     mounted = False
@@ -135,6 +143,7 @@ def run(workdir: str | Path, scale: float = 1.0, master: str | None = None, seed
                 stack.umount(home, mnt)
             except VolumeError as e:
                 report.setdefault("cleanup_errors", []).append(str(e))
+        overall.close()
         report["seconds"] = round(time.monotonic() - t_run, 1)
         (work / "report.json").write_text(json.dumps(report, indent=2, default=str))
     return report
@@ -155,35 +164,8 @@ def _run_on_mount(mnt: Path, plan: EventPlan, items: int, master: str | None, re
     try:
         steps["lineitem_ingest"] = timed("lineitem_ingest", lineitem.ingest, spark, mnt, items)
         stream = EventStream(spark, qdir / "segments", counts_table, mnt / "pipeline" / "checkpoint")
-        stream.start()
-        producers = Producers(qdir, plan)
-        t0 = time.monotonic()
-        marks: list[tuple[float, str]] = []
-        with Sampler(qdir, stream, t0) as sampler:
-            producers.start()
-            try:
-                bar = tqdm(total=plan.total, desc="events streamed", unit="rec", disable=not progress)
-                restarted = False
-                while stream.processed < plan.total or not restarted:
-                    if not restarted and stream.processed >= plan.total * 0.4:
-                        stream.stop()
-                        marks.append((round(time.monotonic() - t0, 2), "stream stopped and restarted"))
-                        stream.start()
-                        restarted = True
-                    bar.update(stream.processed - bar.n)
-                    if (err := stream.failure()):
-                        raise RuntimeError(f"the streaming query failed: {err}")
-                    if time.monotonic() - t0 > 600:
-                        raise TimeoutError(f"the stream processed {stream.processed} of {plan.total} events in 600 s")
-                    time.sleep(0.3)
-                bar.update(stream.processed - bar.n)
-                bar.close()
-                logs = producers.join()
-            except BaseException:
-                producers.kill()
-                raise
-            stream.wait_for(plan.total, timeout=120)
-            stream.stop()
+        run = timed("produce_and_stream", _produce_and_stream, qdir, stream, plan, progress)
+        logs, t0, marks, sampler = run["logs"], run["t0"], run["marks"], run["sampler"]
         append_s = max(t0p - t0 + log[-1][0] for t0p, log in logs.values())
         steps["produce"] = {"producers": plan.producers, "events": plan.total, "seconds": round(append_s, 2),
                             "events_per_s": round(plan.total / append_s)}
@@ -205,6 +187,42 @@ def _run_on_mount(mnt: Path, plan: EventPlan, items: int, master: str | None, re
                               "lag": _lag(sampler.appended, sampler.consumed), "marks": marks}
     finally:
         stop(spark)
+
+
+def _produce_and_stream(qdir: Path, stream: EventStream, plan: EventPlan, progress: bool) -> dict:
+    """Producers append while the stream consumes; the stream is stopped and restarted from its
+    checkpoint once it has 40% of the events; returns when it has them all."""
+    stream.start()
+    producers = Producers(qdir, plan)
+    t0 = time.monotonic()
+    marks: list[tuple[float, str]] = []
+    with Sampler(qdir, stream, t0) as sampler:
+        producers.start()
+        try:
+            bar = tqdm(total=plan.total, desc="events streamed", unit="rec", disable=not progress, leave=False)
+            restarted = False
+            while stream.processed < plan.total or not restarted:
+                if not restarted and stream.processed >= plan.total * 0.4:
+                    stream.stop()
+                    marks.append((round(time.monotonic() - t0, 2), "stream stopped and restarted"))
+                    stream.start()
+                    restarted = True
+                bar.update(stream.processed - bar.n)
+                if (err := stream.failure()):
+                    raise RuntimeError(f"the streaming query failed: {err}")
+                if time.monotonic() - t0 > 600:
+                    raise TimeoutError(f"the stream processed {stream.processed} of {plan.total} events in 600 s")
+                time.sleep(0.3)
+            bar.update(stream.processed - bar.n)
+            bar.close()
+            logs = producers.join()
+        except BaseException:
+            producers.kill()
+            stream.stop()
+            raise
+        stream.wait_for(plan.total, timeout=120)
+        stream.stop()
+    return {"logs": logs, "t0": t0, "marks": marks, "sampler": sampler}
 
 
 def _merge_logs(logs: dict, t0: float) -> list[tuple[float, int]]:
