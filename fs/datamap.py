@@ -528,6 +528,22 @@ class DataMap:
             return first, stop
         return None
 
+    def unshare(self, ftx: FsTransaction, ino: int, first: int, stop: int) -> None:
+        """Take file pages [first, stop) that a snapshot sees out of the map in ``ftx`` (their
+        pages released: onto the dead list); the write that called it allocates them afresh
+        (:meth:`allocate` finds holes there) and publishes them in the same transaction."""
+        tx = ftx.tx
+        self.forget(ino)
+        ftx.extent_inos.add(ino)
+        ftx.maps_current.discard(ino)
+        for extent in self.extents_born(ino, first, stop):
+            lpage, phys, count, birth = extent
+            if self.chain.sees(birth):
+                s, e = max(first, lpage), min(stop, lpage + count)
+                self._cut(tx, ino, extent, s, e)
+                self.release(tx, phys + s - lpage, e - s, birth)
+        self.forget(ino)
+
     def make_private(self, ftx: FsTransaction, ino: int, first: int, stop: int) -> int:
         """Copy-on-write: give file pages [first, stop) that a snapshot sees fresh pages holding
         the same bytes (and sums), born now; the old pages are released (onto the dead list).
