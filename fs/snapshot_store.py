@@ -32,7 +32,7 @@ from itertools import islice
 from .datamap import DEAD
 from .engine.page import PageCorrupt
 from .errors import FsError
-from .history import Chain, epoch_key, hist_key
+from .history import Barrier, Chain, epoch_key, hist_key
 from .inodes import Inodes
 from .keys import U64, U64X2
 from .limits import check_name
@@ -71,6 +71,7 @@ class SnapshotStore:
         self.chain = chain
         self.data = inodes.data
         self._deleting = threading.Lock()  # one delete at a time
+        self.readers = Barrier()  # held shared by reads of snapshot data; a delete waits for them
         self._snaps: dict[int, Snapshot] = {}
         for k, v in self.t["snapshots"].items():
             state, created = _REC.unpack_from(v)
@@ -132,6 +133,8 @@ class SnapshotStore:
                     self.t["snapshots"].put(ftx.tx, U64.pack(snap.epoch), _REC.pack(DELETING, snap.created_ns) + name)
                 self._snaps[snap.epoch] = snap
             self.e.make_durable(ftx.durability.lsn)
+            with self.readers.exclusive():  # reads begun before still see its pages; none begins now
+                pass
             self._finish_one(snap.epoch)
 
     def finish(self) -> int:

@@ -124,7 +124,12 @@ class SnapshotView:
 
     # ----- data ---------------------------------------------------------------------------------
     def read(self, epoch: int, ino: int, off: int, size: int) -> bytes:
-        """Bytes of file ``ino`` as the snapshot saw them, each page verified against its sum."""
+        """Bytes of file ``ino`` as the snapshot saw them, each page verified against its sum
+        (a delete of the snapshot waits for the reads begun before it: ``store.readers``)."""
+        with self.store.readers:
+            return self._read(epoch, ino, off, size)
+
+    def _read(self, epoch: int, ino: int, off: int, size: int) -> bytes:
         with self.inodes.lock:
             node = self.attrs(epoch, ino)
             if node.is_dir:
