@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -299,3 +300,48 @@ def test_trax_snapshot_create_list_delete(m):
     r = trax("snapshot", "delete", str(mp), "s1", home=m.home, check=False)
     assert r.returncode == 1 and "No such file" in r.stderr
     assert "no snapshots" in trax("snapshot", "list", str(mp), home=m.home).stdout
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (Spark needs Java 17+)")
+@pytest.mark.timeout(600)
+def test_spark_reads_a_snapshot_while_a_writer_rewrites_the_files(m, spark):
+    """Spark writes a data set, a snapshot is taken, then a writer keeps rewriting (in place,
+    truncating, unlinking and recreating) the data set's files while Spark reads the snapshot's
+    copy: Spark gets exactly the snapshot's rows."""
+    from traxfs.tools.spark_job import _generate, checksums, expected
+
+    rows = 20_000
+    data = m.mp / "data"
+    _generate(spark, rows, 1).write.parquet(data.as_uri())
+    s = snap(m.mp, "before")
+    parts = sorted(p for p in data.iterdir() if p.name.startswith("part-"))
+    stop = threading.Event()
+    rewrites = [0]
+
+    def writer():
+        k = 0
+        while not stop.is_set():
+            p = parts[k % len(parts)]
+            size = p.stat().st_size
+            if k % 3 == 0:
+                with open(p, "r+b") as f:
+                    f.write(os.urandom(size))
+            elif k % 3 == 1:
+                os.truncate(p, size // 2)
+                with open(p, "ab") as f:
+                    f.write(os.urandom(size - size // 2))
+            else:
+                p.unlink()
+                p.write_bytes(os.urandom(size))
+            k += 1
+            rewrites[0] = k
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        got = checksums(spark.read.parquet((s / "data").as_uri()))
+    finally:
+        stop.set()
+        t.join()
+    assert rewrites[0] > len(parts)
+    assert got == expected(rows, 1)
