@@ -29,7 +29,8 @@ intent that must be durable before the bytes are written), then written
 
 **Freed pages** (truncate, unlink) return to the allocator only once the freeing commit is
 durable (``Engine.free_region_after_durable``): otherwise another file's new bytes could land
-in them while a crash could still bring the old owner back.
+in them while a crash could still bring the old owner back. Pages a snapshot sees go to the dead
+list instead (:meth:`DataMap.release`).
 
 **Snapshots** (``fs/history.py``) share extents with the live tree. Each extent carries the
 birth epoch of its pages; a page a snapshot may see (birth ``<=`` the latest snapshot) is never
