@@ -429,3 +429,26 @@ def test_power_loss_during_snapshot_work(tmp_path):
     snaps: dict[bytes, dict[bytes, bytes]] = {}
     for seed in range(20):
         _power_loss_round(inner, seed, snaps)
+
+
+def test_a_tree_inode_past_32_bits_has_no_number_in_a_snapshot(tmp_path):
+    """Snapshot inode numbers are ``id << 32 | tree inode``: a tree inode of 2^32 or more is
+    refused there with EOVERFLOW (the live tree serves it as ever)."""
+    from traxfs.fs.trees import KEY_NEXT_INO
+
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        with fs.repair.transaction() as ftx:
+            fs.t["meta"].put(ftx.tx, KEY_NEXT_INO, U64.pack(1 << 32))
+        fs = reopen(fs)
+        big = _file(fs, b"big", b"x")
+        assert big >= 1 << 32
+        fs.mkdir(TOP, b"s", 0o755, 0, 0)
+        snap = fs.lookup(TOP, b"s").ino
+        with pytest.raises(FsError) as e:
+            fs.lookup(snap, b"big")
+        assert e.value.errno == errno.EOVERFLOW
+        assert [name for name, _, _ in fs.readdir(snap, 0)] == []  # (left out of listings)
+        assert read_all(fs, big) == b"x"
+    finally:
+        fs.close()
