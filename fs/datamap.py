@@ -29,7 +29,8 @@ intent that must be durable before the bytes are written), then written
 
 **Freed pages** (truncate, unlink) return to the allocator only once the freeing commit is
 durable (``Engine.free_region_after_durable``): otherwise another file's new bytes could land
-in them while a crash could still bring the old owner back.
+in them while a crash could still bring the old owner back. Pages a snapshot sees go to the dead
+list instead (:meth:`DataMap.release`).
 
 **Snapshots** (``fs/history.py``) share extents with the live tree. Each extent carries the
 birth epoch of its pages; a page a snapshot may see (birth ``<=`` the latest snapshot) is never
@@ -527,6 +528,22 @@ class DataMap:
         if any(sees(b) for _, _, _, b in self.extents_born(ino, first, stop)):
             return first, stop
         return None
+
+    def unshare(self, ftx: FsTransaction, ino: int, first: int, stop: int) -> None:
+        """Take file pages [first, stop) that a snapshot sees out of the map in ``ftx`` (their
+        pages released: onto the dead list); the write that called it allocates them afresh
+        (:meth:`allocate` finds holes there) and publishes them in the same transaction."""
+        tx = ftx.tx
+        self.forget(ino)
+        ftx.extent_inos.add(ino)
+        ftx.maps_current.discard(ino)
+        for extent in self.extents_born(ino, first, stop):
+            lpage, phys, count, birth = extent
+            if self.chain.sees(birth):
+                s, e = max(first, lpage), min(stop, lpage + count)
+                self._cut(tx, ino, extent, s, e)
+                self.release(tx, phys + s - lpage, e - s, birth)
+        self.forget(ino)
 
     def make_private(self, ftx: FsTransaction, ino: int, first: int, stop: int) -> int:
         """Copy-on-write: give file pages [first, stop) that a snapshot sees fresh pages holding

@@ -65,11 +65,15 @@ class FileData:
                     raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
                 if off > node.size:
                     self._drop_gap(ino, node.size, off)
-                self._make_private(ino, off, off + len(data), node.size)
-                ftx, new = None, []
-                if self.data.has_holes(ino, off, len(data)):
+                ftx, new, count = None, [], len(data)
+                shared = self.data.shared_range(ino, off, off + count, node.size)
+                if shared is not None:  # copy-on-write: whole pages written afresh, old bytes around
+                    off, data = self._whole_pages(ino, off, data, shared, node.size)
+                if shared is not None or self.data.has_holes(ino, off, len(data)):
                     ftx = inodes.begin()
                     try:
+                        if shared is not None:
+                            self.data.unshare(ftx, ino, *shared)
                         new = self.data.allocate(ftx.tx, ino, off, len(data), node.size)
                     except BaseException as ex:
                         inodes.abort(ftx, ex)
@@ -89,7 +93,7 @@ class FileData:
                 if ftx is None:  # into allocated space: the new size, times and sums wait in memory
                     self.data.sums.defer(ino, plan.sums)
                     inodes.keep_dirty(node)
-                    return len(data)
+                    return count
                 try:
                     self.data.publish(ftx, ino, new)
                     self.data.sums.record(ftx, plan.sums)
@@ -98,7 +102,20 @@ class FileData:
                     inodes.abort(ftx, ex)
                     raise
                 inodes.commit(ftx)
-        return len(data)
+        return count
+
+    def _whole_pages(self, ino: int, off: int, data: bytes, shared: tuple[int, int], size: int) -> tuple[int, bytes]:
+        """A write of ``data`` at ``off`` widened to the whole pages [first, stop) that a
+        snapshot shares (up to the size): the file's bytes around it read (verified) in. Those
+        pages are then written as fresh ones (no overwrite intent) and published with the write
+        (``DataMap.unshare``): one transaction, ordered mode. Bounded: at most a page each side."""
+        lo, hi = shared[0] * PAGE_SIZE, min(shared[1] * PAGE_SIZE, size)
+        end = off + len(data)
+        if lo >= off and hi <= end:
+            return off, data
+        head = self.data.read(ino, lo, min(off, size) - lo) + bytes(max(0, off - size)) if lo < off else b""
+        tail = self.data.read(ino, end, hi - end) if hi > end else b""
+        return min(lo, off), head + bytes(data) + tail
 
     def _drop_gap(self, ino: int, size: int, off: int) -> None:
         """A write at ``off`` past the end (``size``) leaves a gap that must read as zeros: the
@@ -112,8 +129,9 @@ class FileData:
 
     def _make_private(self, ino: int, off: int, end: int, size: int) -> None:
         """Copy-on-write (one transaction) of the pages a change of bytes [off, end) touches
-        that a snapshot sees (``DataMap.make_private``); nothing without a snapshot. The caller
-        holds the snapshot barrier, the file's inode lock and the metadata lock."""
+        that a snapshot sees (``DataMap.make_private``: the tail of the last page that growing
+        the size zeroes); nothing without a snapshot. The caller holds the snapshot barrier, the
+        file's inode lock and the metadata lock."""
         shared = self.data.shared_range(ino, off, end, size)
         if shared is not None:
             with self.inodes.transaction() as ftx:

@@ -14,7 +14,9 @@
 4. extents: inside the page file, allocated, no page owned twice, none past the file's size
    (preallocation is given back at the last close and at unmount, so only a crash leaves
    some: within ``datamap.PREALLOC_PAGES`` after an unclean stop it is a note, not an error);
-   allocated pages nobody owns are leaked;
+   allocated pages nobody owns are leaked. Snapshots: pages on the dead list (freed while a
+   snapshot sees them) are in use, never a file's too; an entry no extent of the history maps
+   is a leak; every page a history extent maps is a file's or on the dead list;
 5. the engine: every allocated page's checksum, type and own number; every tree's invariants
    (``traxfs.fs.engine.check``), with file data pages exempt from page checks;
 6. data checksums: every copy of every written data page matches its checksum
@@ -30,7 +32,8 @@ Repairs (``repair=True``), each one transaction: damaged maps and trees rebuilt;
 counts set from the entries; entries naming missing inodes removed; cookies without entries
 (and entries without cookies) rebuilt; lost inodes linked into ``/lost+found``; unlinked
 inodes destroyed; extents past the size dropped; leaked pages freed (and their checksums
-dropped); a lost root directory or identity record made anew; a data page's damaged copy
+dropped); leaked dead-list entries freed; a lost root directory, identity record or current
+epoch made anew; a data page's damaged copy
 rewritten from a good one (a mirror); checksums of pages no extent owns dropped. The repair passes run again until nothing more can be fixed.
 
 Exit codes as e2fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .history import HistoryTree
 from .inodes import FsTransaction, Inodes
 from .keys import ino_key
 from .lifecycle import empty_root
@@ -75,7 +76,17 @@ class Repair:
         """A rebuilt tree ``name``: used from now on."""
         data = self.inodes.data
         with self.inodes.lock:
-            self.inodes.t[name] = tree
+            trees = self.inodes.t
+            if isinstance(trees.get(name), HistoryTree):  # a versioned tree keeps its history wrapper
+                trees[name].tree = tree
+                tree = trees[name]
+            elif name in ("hist", "hist_epochs"):
+                for wrapper in trees.values():
+                    if isinstance(wrapper, HistoryTree):
+                        setattr(wrapper, name, tree)
+            elif name == "dead":
+                data.dead = tree
+            trees[name] = tree
             if name == "extents":
                 data.tree = tree
                 data.forget_all()

@@ -32,7 +32,7 @@ from itertools import islice
 from .datamap import DEAD
 from .engine.page import PageCorrupt
 from .errors import FsError
-from .history import Chain, epoch_key, hist_key
+from .history import Barrier, Chain, epoch_key, hist_key
 from .inodes import Inodes
 from .keys import U64, U64X2
 from .limits import check_name
@@ -71,6 +71,7 @@ class SnapshotStore:
         self.chain = chain
         self.data = inodes.data
         self._deleting = threading.Lock()  # one delete at a time
+        self.readers = Barrier()  # held shared by reads of snapshot data; a delete waits for them
         self._snaps: dict[int, Snapshot] = {}
         for k, v in self.t["snapshots"].items():
             state, created = _REC.unpack_from(v)
@@ -132,6 +133,8 @@ class SnapshotStore:
                     self.t["snapshots"].put(ftx.tx, U64.pack(snap.epoch), _REC.pack(DELETING, snap.created_ns) + name)
                 self._snaps[snap.epoch] = snap
             self.e.make_durable(ftx.durability.lsn)
+            with self.readers.exclusive():  # reads begun before still see its pages; none begins now
+                pass
             self._finish_one(snap.epoch)
 
     def finish(self) -> int:
@@ -161,26 +164,40 @@ class SnapshotStore:
                         if prev is not None and raw is not None and hist.get(hist_key(tid, key, prev)) is None:
                             hist.put(ftx.tx, hist_key(tid, key, prev), raw)
                             epochs.put(ftx.tx, epoch_key(prev, tid, key), b"")
-        while True:  # the dead list: what only s saw is freed
+        start = U64.pack(s + 1)
+        while True:  # the dead list: what only s saw is freed (a cursor: kept entries are passed once)
             with inodes.lock:
-                batch = list(islice(self._freeable(s, prev, nxt), BATCH))
-                if not batch:
+                seen = list(islice(self._dead_range(start, nxt), BATCH))
+                if not seen:
                     break
                 with inodes.transaction() as ftx:
-                    for key, first, count in batch:
-                        t["dead"].delete(ftx.tx, key)
-                        self.e.free_region_after_durable(ftx.tx, first, count)
-                        self.data.sums.forget(ftx.tx, first, count)
+                    for key, first, count, birth in seen:
+                        if self._only_seen_by(birth, prev):
+                            t["dead"].delete(ftx.tx, key)
+                            self.e.free_region_after_durable(ftx.tx, first, count)
+                            self.data.sums.forget(ftx.tx, first, count)
+                start = seen[-1][0] + b"\0"
         with inodes.lock, inodes.transaction() as ftx:
             t["snapshots"].delete(ftx.tx, U64.pack(s))
         self._snaps.pop(s, None)
 
+    def _dead_range(self, start: bytes, nxt: int | None):
+        """Dead-list entries (key, first page, count, birth) from key ``start`` to those freed
+        in epoch ``nxt`` (None: to the end)."""
+        stop = U64.pack(nxt + 1) if nxt is not None else None
+        for k, v in self.t["dead"].items(start, stop):
+            count, birth = DEAD.unpack(v)
+            yield k, U64X2.unpack(k)[1], count, birth
+
+    @staticmethod
+    def _only_seen_by(birth: int, prev: int | None) -> bool:
+        """Is a page freed after snapshot ``s`` (and by the next one) seen by ``s`` alone: born
+        after the snapshot before it?"""
+        return prev is None or birth > prev
+
     def _freeable(self, s: int, prev: int | None, nxt: int | None):
         """Dead-list entries (key, first page, count) freed in ``(s, nxt]`` and born after
         ``prev``: seen by snapshot ``s`` alone."""
-        stop = U64.pack(nxt + 1) if nxt is not None else None
-        floor = -1 if prev is None else prev
-        for k, v in self.t["dead"].items(U64.pack(s + 1), stop):
-            count, birth = DEAD.unpack(v)
-            if birth > floor:
-                yield k, U64X2.unpack(k)[1], count
+        for k, first, count, birth in self._dead_range(U64.pack(s + 1), nxt):
+            if self._only_seen_by(birth, prev):
+                yield k, first, count

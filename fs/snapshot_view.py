@@ -10,6 +10,7 @@ looked at). File data is read outside it: the pages a snapshot sees are never wr
 from __future__ import annotations
 
 import errno
+from bisect import bisect_right
 
 from .engine.page import PAGE_SIZE
 from .errors import FsError
@@ -20,7 +21,6 @@ from .keys import (
     Inode,
     cookie_key,
     dirent_key,
-    extent_key,
     ino_key,
     prefix_range,
     unpack_extent,
@@ -37,6 +37,8 @@ class SnapshotView:
         self.store = store
         self.t: dict[str, HistoryTree] = inodes.t
         self.data = inodes.data
+        # a snapshot's records never change: its files' extent maps are kept once read
+        self._maps: dict[tuple[int, int], tuple[list[int], list[tuple[int, int, int]], int]] = {}
 
     def _live(self, epoch: int) -> None:
         if self.store.by_epoch(epoch) is None:
@@ -58,9 +60,20 @@ class SnapshotView:
                 raise FsError(errno.ENOENT, f"inode {ino} does not exist in snapshot {epoch}")
             node = Inode.unpack(ino, raw)
             if node.is_reg:
-                pages = sum(unpack_extent(v)[1] for _, v in self.items(epoch, "extents", *prefix_range(ino)))
-                node.blocks = pages * (PAGE_SIZE // 512)
+                node.blocks = self._map(epoch, ino)[2] * (PAGE_SIZE // 512)
             return node
+
+    def _map(self, epoch: int, ino: int) -> tuple[list[int], list[tuple[int, int, int]], int]:
+        """File ``ino``'s extents in the snapshot: starts, (file page, device page, count),
+        pages (the caller holds the metadata lock)."""
+        cached = self._maps.get((epoch, ino))
+        if cached is None:
+            if len(self._maps) > 4096:
+                self._maps.clear()
+            entries = [(int.from_bytes(k[8:], "big"), *unpack_extent(v)[:2])
+                       for k, v in self.items(epoch, "extents", *prefix_range(ino))]
+            cached = self._maps[(epoch, ino)] = ([e[0] for e in entries], entries, sum(e[2] for e in entries))
+        return cached
 
     def child(self, epoch: int, parent: int, name: bytes) -> int:
         if len(name) > NAME_MAX:
@@ -111,7 +124,12 @@ class SnapshotView:
 
     # ----- data ---------------------------------------------------------------------------------
     def read(self, epoch: int, ino: int, off: int, size: int) -> bytes:
-        """Bytes of file ``ino`` as the snapshot saw them, each page verified against its sum."""
+        """Bytes of file ``ino`` as the snapshot saw them, each page verified against its sum
+        (a delete of the snapshot waits for the reads begun before it: ``store.readers``)."""
+        with self.store.readers:
+            return self._read(epoch, ino, off, size)
+
+    def _read(self, epoch: int, ino: int, off: int, size: int) -> bytes:
         with self.inodes.lock:
             node = self.attrs(epoch, ino)
             if node.is_dir:
@@ -120,19 +138,11 @@ class SnapshotView:
             if size == 0:
                 return b""
             first, stop = off // PAGE_SIZE, -(-(off + size) // PAGE_SIZE)
-            floor = self._floor_extent(epoch, ino, first)
-            pieces = [] if floor is None else [floor]
-            for k, v in self.items(epoch, "extents", extent_key(ino, first), extent_key(ino, stop)):
-                lpage = int.from_bytes(k[8:], "big")
-                if floor is None or lpage != floor[0]:
-                    pieces.append((lpage, *unpack_extent(v)[:2]))
+            starts, entries, _ = self._map(epoch, ino)
+            i = max(0, bisect_right(starts, first) - 1)
+            pieces = []
+            while i < len(entries) and entries[i][0] < stop:
+                if entries[i][0] + entries[i][2] > first:
+                    pieces.append(entries[i])
+                i += 1
         return self.data.read_pieces(ino, off, size, pieces)
-
-    def _floor_extent(self, epoch: int, ino: int, first: int) -> tuple[int, int, int] | None:
-        """The snapshot's extent of ``ino`` starting before file page ``first`` that reaches it."""
-        best = None
-        for k, v in self.items(epoch, "extents", extent_key(ino, 0), extent_key(ino, first)):
-            best = (int.from_bytes(k[8:], "big"), *unpack_extent(v)[:2])
-        if best is not None and best[0] + best[2] > first:
-            return best
-        return None

@@ -36,7 +36,7 @@ from traxfs.fs.engine.superblock import COPIES
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.fs.keys import U64, cookie_key, dirent_key, ino_key
 from traxfs.fs.subtrees.status_files import STATUS_FILES
-from traxfs.fs.trees import KEY_SUPER
+from traxfs.fs.trees import KEY_SUPER, VERSION
 from traxfs.tools.cli import main
 from traxfs.volume.device import ImageFileDevice
 
@@ -213,7 +213,7 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
     fsdoc = docs["filesystem.json"]
     assert {"uuid", "label", "version", "transactions", "aborts", "fsyncs", "cached_inodes",
             "referenced_inodes"} <= fsdoc.keys()
-    assert (fsdoc["uuid"], fsdoc["label"], fsdoc["version"]) == (uuid, "status", 2)
+    assert (fsdoc["uuid"], fsdoc["label"], fsdoc["version"]) == (uuid, "status", VERSION)
     assert fsdoc["transactions"] >= 1 and fsdoc["fsyncs"] >= 1
     reads = fsdoc["fuse_reads"]  # read-only calls; those that had to go to a worker thread
     assert reads["reads"] >= 1 and 0 <= reads["inline_misses"] <= reads["reads"]

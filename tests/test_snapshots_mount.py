@@ -3,19 +3,31 @@ with ``.`` and ``..``, symbolic links, xattrs, stable inode numbers across a rem
 every change inside one, the errno of bad input with nothing changed, a writer hammering files
 while snapshots are taken (each snapshot sees a consistent state), SIGKILL of the daemon during
 a create, a delete and copy-on-write writes (then: acknowledged snapshots whole, fsck clean),
-and the space a delete gives back (statfs)."""
+and the space a delete gives back (statfs); `trax snapshot`; Spark reading a snapshot while a
+writer rewrites its files; a hypothesis state machine through the mount."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from conftest import IO_PHASES
 from fsmount import trax, traxfs_mount
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 MiB = 1 << 20
 
@@ -299,3 +311,146 @@ def test_trax_snapshot_create_list_delete(m):
     r = trax("snapshot", "delete", str(mp), "s1", home=m.home, check=False)
     assert r.returncode == 1 and "No such file" in r.stderr
     assert "no snapshots" in trax("snapshot", "list", str(mp), home=m.home).stdout
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH (Spark needs Java 17+)")
+@pytest.mark.timeout(600)
+def test_spark_reads_a_snapshot_while_a_writer_rewrites_the_files(m, spark):
+    """Spark writes a data set, a snapshot is taken, then a writer keeps rewriting (in place,
+    truncating, unlinking and recreating) the data set's files while Spark reads the snapshot's
+    copy: Spark gets exactly the snapshot's rows."""
+    from traxfs.tools.spark_job import _generate, checksums, expected
+
+    rows = 20_000
+    data = m.mp / "data"
+    _generate(spark, rows, 1).write.parquet(data.as_uri())
+    s = snap(m.mp, "before")
+    parts = sorted(p for p in data.iterdir() if p.name.startswith("part-"))
+    stop = threading.Event()
+    rewrites = [0]
+
+    def writer():
+        k = 0
+        while not stop.is_set():
+            p = parts[k % len(parts)]
+            size = p.stat().st_size
+            if k % 3 == 0:
+                with open(p, "r+b") as f:
+                    f.write(os.urandom(size))
+            elif k % 3 == 1:
+                os.truncate(p, size // 2)
+                with open(p, "ab") as f:
+                    f.write(os.urandom(size - size // 2))
+            else:
+                p.unlink()
+                p.write_bytes(os.urandom(size))
+            k += 1
+            rewrites[0] = k
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        got = checksums(spark.read.parquet((s / "data").as_uri()))
+    finally:
+        stop.set()
+        t.join()
+    assert rewrites[0] > len(parts)
+    assert got == expected(rows, 1)
+
+
+# ----- a state machine through the mount -----------------------------------------------------------
+class MountedSnapshotMachine(RuleBasedStateMachine):
+    """Writes, truncates, renames, unlinks, snapshot creates and deletes and remounts through the
+    real mount, against a model that keeps a copy of the files per snapshot."""
+
+    mount = None  # set by the test: one mount for every example (each starts by emptying it)
+
+    def __init__(self) -> None:
+        super().__init__()
+        mp = self.mount.mp
+        for name in os.listdir(mp / ".snapshots"):
+            os.rmdir(mp / ".snapshots" / name)
+        shutil.rmtree(mp / "w", ignore_errors=True)
+        (mp / "w").mkdir()
+        self.live: dict[str, bytes] = {}
+        self.snaps: dict[str, dict[str, bytes]] = {}
+
+    @property
+    def w(self) -> Path:
+        return self.mount.mp / "w"
+
+    @rule(name=st.sampled_from(["a", "b", "c"]), off=st.integers(0, 30_000), n=st.integers(1, 12_000),
+          seed=st.integers(0, 255))
+    def write(self, name, off, n, seed):
+        data = bytes((seed + i) % 251 for i in range(n))
+        fd = os.open(self.w / name, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, off)
+        finally:
+            os.close(fd)
+        old = self.live.get(name, b"")
+        old = old + bytes(max(0, off - len(old)))
+        self.live[name] = old[:off] + data + old[off + n:]
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), size=st.integers(0, 40_000))
+    def truncate(self, data, size):
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        os.truncate(self.w / name, size)
+        old = self.live[name]
+        self.live[name] = old[:size] + bytes(max(0, size - len(old)))
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), to=st.sampled_from(["a", "b", "c"]))
+    def rename(self, data, to):
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        os.rename(self.w / name, self.w / to)
+        self.live[to] = self.live.pop(name)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def unlink(self, data):
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        os.unlink(self.w / name)
+        del self.live[name]
+
+    @rule(name=st.sampled_from(["s1", "s2", "s3"]))
+    def snapshot(self, name):
+        path = self.mount.mp / ".snapshots" / name
+        if name in self.snaps:
+            with pytest.raises(FileExistsError):
+                path.mkdir()
+            return
+        path.mkdir()
+        self.snaps[name] = dict(self.live)
+
+    @rule(name=st.sampled_from(["s1", "s2", "s3"]))
+    def delete(self, name):
+        path = self.mount.mp / ".snapshots" / name
+        if name not in self.snaps:
+            with pytest.raises(FileNotFoundError):
+                path.rmdir()
+            return
+        path.rmdir()
+        del self.snaps[name]
+
+    @rule()
+    def remount(self):
+        self.mount.stop()
+        self.mount.start()
+
+    @invariant()
+    def views_match(self):
+        def files(d: Path) -> dict[str, bytes]:
+            return {p.name: p.read_bytes() for p in d.iterdir()}
+
+        assert files(self.w) == self.live
+        assert sorted(os.listdir(self.mount.mp / ".snapshots")) == sorted(self.snaps)
+        for name, want in self.snaps.items():
+            assert files(self.mount.mp / ".snapshots" / name / "w") == want, name
+
+
+def test_state_machine_through_the_mount(m):
+    MountedSnapshotMachine.mount = m
+    run_state_machine_as_test(MountedSnapshotMachine,
+                              settings=settings(max_examples=5, stateful_step_count=15, phases=IO_PHASES))

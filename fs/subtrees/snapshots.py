@@ -10,8 +10,9 @@
   façade's rule for crossing a subtree).
 * **Inode numbers** are ``subtree_ino(2, id << 32 | tree inode)`` (the snapshot's id is its
   epoch, below 2^16; the top is local number 1): stable across remounts. A tree inode number of
-  2^32 or more cannot be numbered so: EOVERFLOW (the tree hands numbers out from 2 upwards in
-  blocks of 1024; reaching 2^32 takes four billion creates).
+  2^32 or more cannot be numbered so: EOVERFLOW for its lookup, and listings leave it out (the
+  tree hands numbers out from 2 upwards in blocks of 1024; reaching 2^32 takes four billion
+  creates).
 * ``trax.snapshot`` of ``/.snapshots/NAME`` (computed, not listed): name, id, creation time and
   the bytes only that snapshot holds, as JSON (``trax snapshot list`` reads it).
 * ``/queues`` and ``/tables`` are subtrees of their own, not records of the tree: a snapshot
@@ -122,8 +123,8 @@ class Snapshots(Subtree):
         for name, child, cookie in self.view.readdir(epoch, tree_ino, after, limit):
             try:
                 out.append((name, self._attrs(epoch, child), cookie))
-            except FsError as e:
-                if e.errno != errno.ENOENT:
+            except FsError as e:  # gone meanwhile, or a tree inode with no number here: left out
+                if e.errno not in (errno.ENOENT, errno.EOVERFLOW):
                     raise
         return out
 
