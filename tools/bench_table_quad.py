@@ -74,7 +74,8 @@ def run(workdir: Path, count: int, fetches: int, seed: int = 1) -> dict:
             t0, w0 = time.perf_counter(), _disk_ms(olv)
             store.append(table, parse_csv(schema, data))
             ingest_s, ingest_ms = time.perf_counter() - t0, _disk_ms(olv) - w0
-            report = {"rows": count, "ingest_rows_per_s": count / ingest_s, "ingest_disk_ms": ingest_ms, "pax_pages": table.rec.npages, "placement": store.placement(),
+            report = {"rows": count, "ingest_rows_per_s": count / ingest_s, "ingest_disk_ms": ingest_ms,
+                      "pax_pages": table.rec.npages, "placement": store.placement(),
                       "quadrangle": {"block": lv.quadrangle.block, "depth": lv.quadrangle.depth,
                                                      "width": lv.quadrangle.width}, "disks": DISKS, "scans": {}, "fetches": {}}
             names = [c.name for c in schema.columns]
