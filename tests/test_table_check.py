@@ -57,12 +57,15 @@ def test_fsck_repair_keeps_every_row(tmp_path):
 @pytest.mark.parametrize("what", ["tree", "map"])
 def test_fsck_repairing_a_damaged_filesystem_keeps_the_tables(tmp_path, what):
     """The damage pass rebuilds a damaged map from what is owned and frees what no structure
-    owns: the table store's trees and PAX pages are owned."""
+    owns: the table store's trees, PAX pages and rejected files are owned."""
     from test_fs_repair import _pages_offset, damage, flip
 
     path = tmp_path / "fs.img"
     fs = _fs_with_a_table(str(path), files=200)
     before = _all_rows(fs)
+    store = fs._root_names[b"tables"].store
+    rejected = b"a,b,c\n" + b"x,y,z\n" * 3000
+    store.reject(store.get(b"t"), b"bad.csv", rejected, "line 2, column 1 (a): invalid literal")
     fs.close()
     if what == "tree":
         damage(path, "dirents", "leaf")
@@ -74,6 +77,8 @@ def test_fsck_repairing_a_damaged_filesystem_keeps_the_tables(tmp_path, what):
     assert rep.exit_code == EXIT_CLEAN and rep.counts["table_rows"] == ROWS, rep.as_dict()
     fs = FileSystem.open(ImageFileDevice(str(path)))
     assert _all_rows(fs) == before
+    store = fs._root_names[b"tables"].store
+    assert [store.rejected_bytes(r, "t") for _, r in store.rejected(store.get(b"t"))] == [rejected]
     fs.close()
 
 
