@@ -264,7 +264,9 @@ def parse_jsonl(schema: Schema, data: bytes) -> list[list]:
     text = _decode(data)
     known = set(schema.names)
     decode = _DECODER.decode
-    objs = []
+    names = schema.names
+    raw: list[list] = [[] for _ in names]
+    appends = [r.append for r in raw]
     for line in text.split("\n"):  # (not splitlines: U+2028 and friends are JSON text)
         if not line.strip():
             continue
@@ -274,8 +276,10 @@ def parse_jsonl(schema: Schema, data: bytes) -> list[list]:
             obj = None
         if type(obj) is not dict or not known.issuperset(obj):
             return parse_jsonl_reference(schema, data)
-        objs.append(obj)
-    columns = [_json_column(c.type, c.nullable, [o.get(c.name) for o in objs]) for c in schema.columns]
+        get = obj.get  # (each object is dropped at once: a list of them keeps the collector busy)
+        for add, name in zip(appends, names, strict=True):
+            add(get(name))
+    columns = [_json_column(c.type, c.nullable, values) for c, values in zip(schema.columns, raw, strict=True)]
     if None in columns:
         return parse_jsonl_reference(schema, data)
     return columns
