@@ -31,9 +31,12 @@ intent that must be durable before the bytes are written), then written
 durable (``Engine.free_region_after_durable``): otherwise another file's new bytes could land
 in them while a crash could still bring the old owner back.
 
-**Snapshots** (a later issue) will share extents between the live tree and a snapshot: the
-plan is a reference-count tree keyed by device page, consulted before overwriting in place or
-freeing (copy-on-write when the count is above one); the key layout above needs no change.
+**Snapshots** (``fs/history.py``) share extents with the live tree. Each extent carries the
+birth epoch of its pages; a page a snapshot may see (birth ``<=`` the latest snapshot) is never
+written in place: :meth:`DataMap.make_private` first copies the pages a write touches to fresh
+ones (copy-on-write, bounded by the write's size) and publishes them with the current epoch.
+A freed page a snapshot still sees goes to the ``dead`` list instead of the allocator
+(:meth:`DataMap.release`), until the snapshots that see it are deleted.
 
 Placement: an allocation of at least one track (the volume's stripe unit) starts on a track
 boundary, so large files stream in whole tracks; a file growing at its end continues its last
@@ -42,6 +45,7 @@ extent in place when the pages behind it are free, so sequential writers get lon
 
 from __future__ import annotations
 
+import struct
 import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -50,7 +54,8 @@ from typing import TYPE_CHECKING
 from .datasums import ZEROS, DataSums, Sum, page_sums
 from .engine.engine import Engine
 from .engine.page import PAGE_SIZE
-from .keys import EXTENT, extent_key, prefix_range
+from .history import Chain
+from .keys import U64X2, extent_key, pack_extent, prefix_range, unpack_extent
 from .struct.btree import BTree
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
 PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file
+DEAD = struct.Struct(">IQ")  # a dead-list value (key: death epoch, first device page): count, birth
 
 
 @dataclass
@@ -87,9 +93,22 @@ class WritePlan:
             run[1] += e - s
 
 
+def dead_runs(dead: BTree) -> list[tuple[int, int, int, int]]:
+    """The dead list: (first device page, count, birth, death) of pages freed while a snapshot
+    sees them."""
+    out = []
+    for k, v in dead.items():
+        death, first = U64X2.unpack(k)
+        count, birth = DEAD.unpack(v)
+        out.append((first, count, birth, death))
+    return out
+
+
 class DataMap:
-    def __init__(self, engine: Engine, extents: BTree, sums: DataSums):
+    def __init__(self, engine: Engine, extents: BTree, sums: DataSums, chain: Chain, dead: BTree):
         self.e = engine
+        self.chain = chain
+        self.dead = dead
         self.raw = engine.raw
         self.tree = extents
         self.sums = sums
@@ -181,7 +200,21 @@ class DataMap:
 
     def all_extents(self, ino: int) -> list[tuple[int, int, int]]:
         lo, hi = prefix_range(ino)
-        return [(int.from_bytes(k[8:], "big"), *EXTENT.unpack(v)) for k, v in self.tree.items(lo, hi)]
+        return [(int.from_bytes(k[8:], "big"), *unpack_extent(v)[:2]) for k, v in self.tree.items(lo, hi)]
+
+    def extents_born(self, ino: int, first: int, stop: int) -> list[tuple[int, int, int, int]]:
+        """Extents (file page, device page, count, birth) overlapping file pages [first, stop),
+        from the tree."""
+        out = []
+        prev = self.tree.floor(extent_key(ino, first))
+        if prev is not None and prev[0][:8] == extent_key(ino, 0)[:8] and prev[0] != extent_key(ino, first):
+            lp = int.from_bytes(prev[0][8:], "big")
+            phys, count, birth = unpack_extent(prev[1])
+            if lp + count > first:
+                out.append((lp, phys, count, birth))
+        for k, v in self.tree.items(extent_key(ino, first), extent_key(ino, stop)):
+            out.append((int.from_bytes(k[8:], "big"), *unpack_extent(v)))
+        return out
 
     # ----- reading ------------------------------------------------------------------------------
     def read(self, ino: int, off: int, size: int) -> bytes:
@@ -189,9 +222,13 @@ class DataMap:
         Whole pages are read and each is checked against its sum (``DataSums.verify_run``)."""
         if size <= 0:
             return b""
+        first, stop = off // PAGE_SIZE, -(-(off + size) // PAGE_SIZE)
+        return self.read_pieces(ino, off, size, self.extents(ino, first, stop))
+
+    def read_pieces(self, ino: int, off: int, size: int, pieces: list[tuple[int, int, int]]) -> bytes:
+        """:meth:`read` from the extents ``pieces`` (a snapshot's, ``fs/snapshot_view.py``)."""
         end = off + size
         first, stop = off // PAGE_SIZE, -(-end // PAGE_SIZE)
-        pieces = self.extents(ino, first, stop)
         with self._cv:
             self.stats["data_bytes_read"] += size
         out = None
@@ -392,17 +429,19 @@ class DataMap:
         cached = self._maps.get(ino)
         if cached is not None:
             ftx.maps_current.add(ino)
+        birth = self.chain.current
         for lpage, phys, count in new:
             prev = self.tree.floor(extent_key(ino, lpage - 1)) if lpage else None
             if prev is not None and prev[0][:8] == extent_key(ino, 0)[:8]:
                 plp = int.from_bytes(prev[0][8:], "big")
-                pphys, pcount = EXTENT.unpack(prev[1])
-                if plp + pcount == lpage and pphys + pcount == phys and pcount + count <= MAX_EXTENT_PAGES:
-                    self.tree.put(tx, prev[0], EXTENT.pack(pphys, pcount + count))
+                pphys, pcount, pbirth = unpack_extent(prev[1])
+                if (plp + pcount == lpage and pphys + pcount == phys and pcount + count <= MAX_EXTENT_PAGES
+                        and pbirth == birth):
+                    self.tree.put(tx, prev[0], pack_extent(pphys, pcount + count, birth))
                     if cached is not None:
                         cached = self._cache_put(ino, cached, (plp, pphys, pcount + count), count)
                     continue
-            self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, count))
+            self.tree.put(tx, extent_key(ino, lpage), pack_extent(phys, count, birth))
             if cached is not None:
                 cached = self._cache_put(ino, cached, (lpage, phys, count), count)
 
@@ -426,14 +465,13 @@ class DataMap:
         self.forget(ino)
         ftx.extent_inos.add(ino)
         ftx.maps_current.discard(ino)
-        for lpage, phys, count in self.extents(ino, keep, 1 << 62):
+        for lpage, phys, count, birth in self.extents_born(ino, keep, 1 << 62):
             cut = max(0, keep - lpage)
             if cut:
-                self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, cut))
+                self.tree.put(tx, extent_key(ino, lpage), pack_extent(phys, cut, birth))
             else:
                 self.tree.delete(tx, extent_key(ino, lpage))
-            self.e.free_region_after_durable(tx, phys + cut, count - cut)
-            self.sums.forget(tx, phys + cut, count - cut)
+            self.release(tx, phys + cut, count - cut, birth)
             freed += count - cut
         self.forget(ino)  # the loop above read the map it was changing
         return freed
@@ -447,19 +485,87 @@ class DataMap:
         self.forget(ino)
         ftx.extent_inos.add(ino)
         ftx.maps_current.discard(ino)
-        for lpage, phys, count in self.extents(ino, first, stop):
+        for lpage, phys, count, birth in self.extents_born(ino, first, stop):
             s, e = max(first, lpage), min(stop, lpage + count)
-            if lpage < s:
-                self.tree.put(tx, extent_key(ino, lpage), EXTENT.pack(phys, s - lpage))
-            else:
-                self.tree.delete(tx, extent_key(ino, lpage))
-            if e < lpage + count:
-                self.tree.put(tx, extent_key(ino, e), EXTENT.pack(phys + e - lpage, lpage + count - e))
-            self.e.free_region_after_durable(tx, phys + s - lpage, e - s)
-            self.sums.forget(tx, phys + s - lpage, e - s)
+            self._cut(tx, ino, (lpage, phys, count, birth), s, e)
+            self.release(tx, phys + s - lpage, e - s, birth)
             freed += e - s
         self.forget(ino)  # the loop above read the map it was changing
         return freed
+
+    def _cut(self, tx, ino: int, extent: tuple[int, int, int, int], s: int, e: int) -> None:
+        """Take file pages [s, e) out of ``extent`` (what is left of it keeps its birth)."""
+        lpage, phys, count, birth = extent
+        if lpage < s:
+            self.tree.put(tx, extent_key(ino, lpage), pack_extent(phys, s - lpage, birth))
+        else:
+            self.tree.delete(tx, extent_key(ino, lpage))
+        if e < lpage + count:
+            self.tree.put(tx, extent_key(ino, e), pack_extent(phys + e - lpage, lpage + count - e, birth))
+
+    def release(self, tx, first: int, count: int, birth: int) -> None:
+        """Free device pages ``first ..`` (born in epoch ``birth``) in ``tx``: to the allocator
+        once the commit is durable, their sums dropped — or, if a snapshot sees them, onto the
+        dead list (key: this epoch and the first page), sums kept, until that snapshot goes."""
+        if self.chain.sees(birth):
+            self.dead.put(tx, U64X2.pack(self.chain.current, first), DEAD.pack(count, birth))
+            return
+        self.e.free_region_after_durable(tx, first, count)
+        self.sums.forget(tx, first, count)
+
+    # ----- copy-on-write ------------------------------------------------------------------------
+    def shared_range(self, ino: int, off: int, end: int, size: int) -> tuple[int, int] | None:
+        """File pages a write of bytes [off, end) into a file of ``size`` bytes changes that a
+        snapshot may see (the pages of [min(off, size), end) below the size), or None: none.
+        Without a snapshot, one comparison."""
+        if not self.chain.epochs:
+            return None
+        first, stop = min(off, size) // PAGE_SIZE, min(-(-end // PAGE_SIZE), -(-size // PAGE_SIZE))
+        if first >= stop:
+            return None
+        sees = self.chain.sees
+        if any(sees(b) for _, _, _, b in self.extents_born(ino, first, stop)):
+            return first, stop
+        return None
+
+    def make_private(self, ftx: FsTransaction, ino: int, first: int, stop: int) -> int:
+        """Copy-on-write: give file pages [first, stop) that a snapshot sees fresh pages holding
+        the same bytes (and sums), born now; the old pages are released (onto the dead list).
+        Bounded by the range's size. Returns the pages copied."""
+        tx = ftx.tx
+        self.forget(ino)
+        ftx.extent_inos.add(ino)
+        ftx.maps_current.discard(ino)
+        copied = 0
+        for extent in self.extents_born(ino, first, stop):
+            lpage, phys, count, birth = extent
+            if not self.chain.sees(birth):
+                continue
+            s, e = max(first, lpage), min(stop, lpage + count)
+            n, old = e - s, phys + s - lpage
+            new = self.e.alloc_region(tx, n, self.track if n >= self.track else 1)
+            self.raw.claim(new, n)
+            blob = bytearray(self.raw.read(old * PAGE_SIZE, n * PAGE_SIZE))
+            sums = {}
+            for k, cur in enumerate(self.sums.get_run(old, n)):
+                if cur is None:
+                    continue
+                page = memoryview(blob)[k * PAGE_SIZE : (k + 1) * PAGE_SIZE]
+                good = cur.matching(page)
+                if good is None:
+                    page[:] = self.sums.recover(ino, s + k, old + k, cur, 0)
+                    good = cur.matching(page)
+                sums[new + k] = good
+            self.raw.write(new * PAGE_SIZE, blob)
+            self._note_written(len(blob))
+            self._cut(tx, ino, extent, s, e)
+            self.tree.put(tx, extent_key(ino, s), pack_extent(new, n, self.chain.current))
+            if sums:
+                self.sums.record(ftx, sums)
+            self.release(tx, old, n, birth)
+            copied += n
+        self.forget(ino)
+        return copied
 
     def allocated_pages(self, ino: int) -> int:
         """Pages the file holds (``st_blocks``): from the cached map, summed once per change."""

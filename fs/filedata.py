@@ -58,13 +58,14 @@ class FileData:
         if off < 0 or off + len(data) > MAX_FILE_SIZE:
             raise FsError(errno.EFBIG, f"write past the largest file size ({MAX_FILE_SIZE})")
         inodes = self.inodes
-        with self._ilocks.exclusive(ino):
+        with inodes.barrier, self._ilocks.exclusive(ino):
             with inodes.lock:
                 node = inodes.copy(ino)
                 if not node.is_reg:
                     raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
                 if off > node.size:
                     self._drop_gap(ino, node.size, off)
+                self._make_private(ino, off, off + len(data), node.size)
                 ftx, new = None, []
                 if self.data.has_holes(ino, off, len(data)):
                     ftx = inodes.begin()
@@ -109,6 +110,15 @@ class FileData:
             with self.inodes.transaction() as ftx:
                 self.data.punch(ftx, ino, first, stop)
 
+    def _make_private(self, ino: int, off: int, end: int, size: int) -> None:
+        """Copy-on-write (one transaction) of the pages a change of bytes [off, end) touches
+        that a snapshot sees (``DataMap.make_private``); nothing without a snapshot. The caller
+        holds the snapshot barrier, the file's inode lock and the metadata lock."""
+        shared = self.data.shared_range(ino, off, end, size)
+        if shared is not None:
+            with self.inodes.transaction() as ftx:
+                self.data.make_private(ftx, ino, *shared)
+
     def _write_plan(self, plan: WritePlan) -> None:
         """Write planned data (``DataMap.plan``). Overwrites of checksummed bytes first log
         their intents and wait until those are durable — one log force, shared with concurrent
@@ -133,13 +143,15 @@ class FileData:
         if size < 0 or size > MAX_FILE_SIZE:
             raise FsError(errno.EFBIG if size > 0 else errno.EINVAL, f"size {size}")
         inodes = self.inodes
-        with self._ilocks.exclusive(ino):
+        with inodes.barrier, self._ilocks.exclusive(ino):
             with inodes.lock:
                 node = inodes.copy(ino)
                 if node.is_dir:
                     raise FsError(errno.EISDIR, f"inode {ino} is a directory")
                 if not node.is_reg:
                     raise FsError(errno.EINVAL, f"inode {ino} is not a regular file")
+                if size > node.size:
+                    self._make_private(ino, node.size, size, node.size)
             if size > node.size:  # what the new size exposes is zeroed first (inode lock held)
                 plan = self.data.plan_zero(ino, node.size, size)
                 self._write_plan(plan)
@@ -190,6 +202,10 @@ class FileData:
         if kind == 0 and keep and end > size:
             raise FsError(errno.EOPNOTSUPP, "fallocate KEEP_SIZE past the end of a file: traxfs keeps no space "
                                             "past a file's end")
+        with self.inodes.barrier:
+            self._fallocate(ino, kind, keep, off, end, size)
+
+    def _fallocate(self, ino: int, kind: int, keep: bool, off: int, end: int, size: int) -> None:
         if kind != 0:
             self._punch(ino, off, min(end, size))
         if not keep and end > size:  # first: pages preallocated past the old end become zeros of the file

@@ -46,6 +46,7 @@ from .errors import FsError
 from .extent_report import NAME as EXTENTS_XATTR
 from .extent_report import extents_report
 from .filedata import FileData, FileHandle
+from .history import TREE_ID, VERSIONED, HistoryTree
 from .inode_flags import FS_APPEND_FL, FS_IMMUTABLE_FL, InodeFlags
 from .inode_locks import InodeLocks
 from .inodes import Inodes
@@ -55,6 +56,8 @@ from .limits import ROOT_INO
 from .namespace import Namespace
 from .queues.subtree import Queues
 from .repair import Repair
+from .snapshot_store import SnapshotStore, load_chain
+from .snapshot_view import SnapshotView
 from .status import StatFs, statfs, status
 from .subtrees.protocol import TAG_SHIFT, Caller, OpenFile, Subtree, check_tag
 from .subtrees.snapshots import Snapshots
@@ -93,11 +96,16 @@ class FileSystem:
 
     def __init__(self, engine: Engine, trees: dict, sb) -> None:
         self.e = engine
+        self.chain = load_chain(trees)
+        trees = {**trees, **{name: HistoryTree(trees[name], TREE_ID[name], self.chain, trees["hist"],
+                                               trees["hist_epochs"]) for name in VERSIONED}}
         self.t = trees
         self.sb = sb
-        self.data = DataMap(engine, trees["extents"], DataSums(engine, trees["datasums"], trees["datapending"]))
+        self.data = DataMap(engine, trees["extents"], DataSums(engine, trees["datasums"], trees["datapending"]),
+                            self.chain, trees["dead"])
         ilocks = InodeLocks()
         self.inodes = Inodes(engine, trees, self.data)
+        self.snapshots = SnapshotStore(self.inodes, self.chain)
         self.lifetime = Lifetime(self.inodes, ilocks)
         self.namespace = Namespace(self.inodes, self.lifetime)
         self.flags = InodeFlags(self.inodes)
@@ -110,7 +118,7 @@ class FileSystem:
         self._root_names: dict[bytes, Subtree] = {}  # its name in the root -> subtree
         self.status_files = StatusFiles(self.status)
         self.queues = Queues(engine)  # its store opens when the filesystem is opened for use
-        for subtree in (self.status_files, Snapshots(), self.queues):
+        for subtree in (self.status_files, Snapshots(SnapshotView(self.inodes, self.snapshots)), self.queues):
             self.add_subtree(subtree)
 
     @property

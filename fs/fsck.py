@@ -44,7 +44,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..volume.overlay import OverlayDevice
-from .datamap import PREALLOC_PAGES
+from .datamap import DEAD, PREALLOC_PAGES
 from .engine.check import allocated_pages, check_engine
 from .engine.engine import BITS_PER_MAP
 from .engine.page import PAGE_MAGIC, PAGE_SIZE
@@ -55,13 +55,15 @@ from .fsck_damage import (
     adopt_lost_leaves,
     damage_issues,
     damaged_maps,
+    dead_pages,
     extent_pages,
     inode_of,
     meta_issues,
     read_trees,
     unowned_pages,
 )
-from .keys import EXTENT, U64, Inode, cookie_key, dirent_key
+from .history import TREE_ID, unpack_value
+from .keys import U64, U64X2, Inode, cookie_key, dirent_key, unpack_extent
 from .limits import ROOT_INO
 from .queues.check import QueueCheck, check_queues, owned_pages
 from .queues.store import QueueStore, has_queues
@@ -257,12 +259,16 @@ def _scan(fs: FileSystem, trees: dict, unknown_maps: set[int]) -> dict:
     for k, v in trees["cookies"].entries:
         cookies[(U64.unpack(k[:8])[0], U64.unpack(k[8:16])[0])] = v
     extents = []
+    max_birth = 1
     for k, v in trees["extents"].entries:
-        phys, count = EXTENT.unpack(v)
+        phys, count, birth = unpack_extent(v)
+        max_birth = max(max_birth, birth)
         extents.append((U64.unpack(k[:8])[0], U64.unpack(k[8:16])[0], phys, count))
     orphans = {U64.unpack(k)[0] for k, _ in trees["orphans"].entries}
-    return {"inodes": inodes, "bad_inodes": bad_inodes, "dirents": dirents, "dotdot": dotdot, "cookies": cookies,
-            "extents": extents, "data_pages": extent_pages(trees["extents"].entries), "orphans": orphans,
+    dead = [(k, U64X2.unpack(k)[1], *DEAD.unpack(v)) for k, v in trees["dead"].entries]
+    return {"dead": dead, "max_birth": max_birth, "history_pages": history_pages(trees["hist"].entries),"inodes": inodes, "bad_inodes": bad_inodes, "dirents": dirents, "dotdot": dotdot, "cookies": cookies,
+            "extents": extents, "orphans": orphans,
+            "data_pages": extent_pages(trees["extents"].entries) | dead_pages(trees["dead"].entries),
             "entries": len(dirents), "meta": trees["meta"].entries, "unknown_maps": unknown_maps}
 
 
@@ -273,7 +279,7 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
     t = fs.t
     for k in f["bad_inodes"]:
         out.append(Issue(f"inode record {k.hex()} is malformed", _txn(fs, lambda tx, k=k: t["inodes"].delete(tx, k))))
-    out += meta_issues(fs, f["meta"], max(inodes, default=ROOT_INO))
+    out += meta_issues(fs, f["meta"], max(inodes, default=ROOT_INO), f["max_birth"])
     if ROOT_INO not in inodes:
         return out + [Issue("the root directory is missing", fs.repair.new_root)]
     if not inodes[ROOT_INO].is_dir:
@@ -356,10 +362,53 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
             if q not in allocated_set and q // BITS_PER_MAP not in f["unknown_maps"]:
                 out.append(Issue(f"inode {ino}: page {q} is in an extent but not allocated", None))
                 break
+    out += _dead_issues(fs, f, owner, allocated_set)
     leaked = _leaked_data(fs, allocated, f["data_pages"])
     if leaked:
         out.append(Issue(f"{len(leaked)} allocated data page(s) belong to no file: {leaked[:10]}", _free(fs, leaked)))
     return out
+
+
+def history_pages(entries: list[tuple[bytes, bytes]]) -> set[int]:
+    """Device pages the extents kept in the history (what snapshots see of changed files) map."""
+    out: set[int] = set()
+    tid = TREE_ID["extents"]
+    for k, v in entries:
+        raw = unpack_value(v)
+        if k[0] == tid and raw is not None:
+            phys, count, _ = unpack_extent(raw)
+            out.update(range(phys, phys + count))
+    return out
+
+
+def _dead_issues(fs: FileSystem, f: dict, owner: dict[int, int], allocated: set[int]) -> list[Issue]:
+    """The dead list: its pages are allocated and no live file's; each entry is still seen by a
+    snapshot (a page of it is in an extent of the history), else it leaked (freed by --repair)."""
+    out = []
+    needed = f["history_pages"]
+    for key, first, count, birth in f["dead"]:
+        pages = range(first, first + count)
+        if any(q in owner for q in pages):
+            out.append(Issue(f"dead-list pages {first}+{count} also belong to a file", None))
+        elif any(q not in allocated for q in pages):
+            out.append(Issue(f"dead-list pages {first}+{count} are not allocated", None))
+        elif not any(q in needed for q in pages):
+            out.append(Issue(f"dead-list pages {first}+{count} (born in epoch {birth}) are seen by no snapshot "
+                             "(leaked)", _free_dead(fs, key, first, count)))
+    missing = sorted(q for q in needed if q not in owner and q not in f["data_pages"])
+    if missing:
+        out.append(Issue(f"{len(missing)} page(s) a snapshot sees are neither a file's nor on the dead list: "
+                         f"{missing[:10]}", None))
+    return out
+
+
+def _free_dead(fs: FileSystem, key: bytes, first: int, count: int):
+    def body(tx):
+        fs.t["dead"].delete(tx, key)
+        fs.e.free_region(tx, first, count)
+        fs.data.sums.forget(tx, first, count)
+    run = _txn(fs, body)
+    return lambda: run() or "freed"
 
 
 def _leaked_data(fs: FileSystem, allocated: list[int], data_pages: set[int]) -> list[int]:

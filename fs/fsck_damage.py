@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .datamap import DEAD
 from .engine import opcodes
 from .engine.alloc import NoSpace
 from .engine.check import allocated_pages, page_runs
@@ -30,12 +31,12 @@ from .engine.page import PAGE_MAGIC, PAGE_SIZE, PageType
 from .errors import FsError
 from .filesystem import FileSystem
 from .inodes import INO_BATCH
-from .keys import EXTENT, U64, Inode
+from .keys import U64, U64X2, Inode, unpack_extent
 from .queues.check import owned_pages as queue_pages
 from .struct.btree import BTree
 from .struct.btree_salvage import Chain, Salvage, leaf_chains, salvage
 from .tables.check import owned_pages as table_pages
-from .trees import KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
+from .trees import KEY_EPOCH, KEY_NEXT_INO, KEY_SUPER, TREES, FsSuper
 
 
 @dataclass
@@ -102,8 +103,17 @@ def extent_pages(entries: list[tuple[bytes, bytes]]) -> set[int]:
     """Device pages the extents in ``entries`` (the extents tree's) map."""
     out: set[int] = set()
     for _, v in entries:
-        phys, count = EXTENT.unpack(v)
+        phys, count, _ = unpack_extent(v)
         out.update(range(phys, phys + count))
+    return out
+
+
+def dead_pages(entries: list[tuple[bytes, bytes]]) -> set[int]:
+    """Device pages on the dead list (freed while a snapshot sees them: still in use)."""
+    out: set[int] = set()
+    for k, v in entries:
+        first, (count, _) = U64X2.unpack(k)[1], DEAD.unpack(v)
+        out.update(range(first, first + count))
     return out
 
 
@@ -135,7 +145,9 @@ def damage_issues(fs: FileSystem, trees: dict[str, Salvage], maps: list[tuple[in
     return out
 
 
-def meta_issues(fs: FileSystem, meta: list[tuple[bytes, bytes]], max_ino: int) -> list[Issue]:
+def meta_issues(fs: FileSystem, meta: list[tuple[bytes, bytes]], max_ino: int, min_epoch: int = 1) -> list[Issue]:
+    """The ``meta`` records: identity, next inode number (above every inode), current epoch (above
+    every snapshot's, at least every extent's birth: ``min_epoch``)."""
     records = dict(meta)
     out = []
     if KEY_SUPER not in records:
@@ -148,6 +160,15 @@ def meta_issues(fs: FileSystem, meta: list[tuple[bytes, bytes]], max_ino: int) -
         want = max_ino + INO_BATCH
         out.append(Issue(f"the next inode number is {'lost' if nxt is None else nxt}, not above the largest "
                          f"inode {max_ino}", _put_meta(fs, KEY_NEXT_INO, lambda: U64.pack(want), f"set to {want}")))
+    raw = records.get(KEY_EPOCH)
+    epoch = U64.unpack(raw)[0] if raw is not None and len(raw) == 8 else None
+    low = max(min_epoch, max(fs.chain.epochs, default=0) + 1)
+    if epoch is None or epoch < low:
+        def put_epoch() -> bytes:
+            fs.chain.current = max(fs.chain.current, low)
+            return U64.pack(low)
+        out.append(Issue(f"the current epoch is {'lost' if epoch is None else epoch}, below {low} (the next after "
+                         "every snapshot and extent birth)", _put_meta(fs, KEY_EPOCH, put_epoch, f"set to {low}")))
     return out
 
 
@@ -164,6 +185,7 @@ def _owned(fs: FileSystem, trees: dict[str, Salvage], damaged: bool) -> set[int]
     damaged ones), an extent, the queue store (its trees and blocks, read as far as they can
     be: ``traxfs.fs.queues.check.owned_pages``) or the table store (its trees, PAX pages and rejected files)."""
     owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries) | queue_pages(fs.e)
+    owned |= dead_pages(trees["dead"].entries)
     owned |= table_pages(fs.e)
     for s in trees.values():
         owned |= s.pages | ({pid for pid, _ in s.damaged} if damaged else set())

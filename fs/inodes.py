@@ -31,6 +31,7 @@ from .engine.alloc import NoSpace
 from .engine.logmanager import LogFull
 from .engine.page import PAGE_SIZE
 from .errors import FsError
+from .history import Barrier
 from .keys import U64, Inode, ino_key
 from .trees import KEY_NEXT_INO
 
@@ -70,6 +71,7 @@ class Inodes:
         self._dirty: set[int] = set()  # cached inodes with changes not yet logged (size, times)
         self._ino_next = self._ino_limit = 0  # the block of inode numbers being handed out
         self._stop_flusher = threading.Event()
+        self.barrier = Barrier()  # held shared by data changes, exclusive by a snapshot's creation
 
     # ----- transactions -------------------------------------------------------------------------
     def begin(self) -> FsTransaction:

@@ -10,7 +10,7 @@ tree            key                                          value
 inodes          ino                                          :class:`Inode` (``INODE``)
 dirents         parent ino + name                            child ino + readdir cookie
 cookies         parent ino + cookie                          name
-extents         ino + first file page                        first device page + page count
+extents         ino + first file page                        first device page + page count + birth epoch
 xattrs          ino + name + NUL + chunk number              up to ``CHUNK`` bytes of the value
 symlinks        ino + chunk number                           up to ``CHUNK`` bytes of the target
 orphans         ino                                          empty: unlinked, still open at a crash
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 U64 = struct.Struct(">Q")
 U64X2 = struct.Struct(">QQ")
-EXTENT = struct.Struct(">QI")  # first device page, page count
+EXTENT = struct.Struct(">QI")  # format 2: first device page, page count
+EXTENT3 = struct.Struct(">QIQ")  # format 3: first device page, page count, birth epoch
 INODE = struct.Struct("<IIIIQQqqqqQ")
 INODE_VERSION = 1
 CHUNK = 1000  # bytes per chunk of a long value (a B+tree entry holds key + value <= 1300)
@@ -118,3 +119,15 @@ def chunk_key(ino: int, chunk: int) -> bytes:
 def joined_chunks(tree, lo: bytes, hi: bytes) -> bytes:
     """A long value (symlink target, xattr) stored as the chunks keyed in [lo, hi)."""
     return b"".join(v for _, v in tree.items(lo, hi))
+
+
+def pack_extent(phys: int, count: int, birth: int) -> bytes:
+    """An extent value: its pages, and the epoch they were written in (``fs/history.py``)."""
+    return EXTENT3.pack(phys, count, birth)
+
+
+def unpack_extent(raw: bytes) -> tuple[int, int, int]:
+    """(device page, count, birth) of an extent value; a format-2 value (12 bytes) has birth 0."""
+    if len(raw) == EXTENT.size:
+        return (*EXTENT.unpack(raw), 0)
+    return EXTENT3.unpack(raw)

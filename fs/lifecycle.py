@@ -17,7 +17,7 @@ from .keys import U64, Inode, dirent_key, ino_key
 from .lifetime import Lifetime
 from .limits import ROOT_INO, now_ns
 from .tables.subtree import TablesSubtree
-from .trees import KEY_NEXT_INO, create_trees, open_trees, upgrade
+from .trees import KEY_NEXT_INO, VERSION, create_trees, open_trees, upgrade
 
 if TYPE_CHECKING:
     from .filesystem import FileSystem
@@ -96,14 +96,20 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
     eng = Engine.open(dev, name=where, buffer_pages=buffer_pages, policy=policy, record_damage=not checking)
     try:
         trees, sb = open_trees(eng, where, checking)
-        if sb is not None and sb.version == 1:
+        if sb is not None and sb.version < VERSION:
+            old = sb.version
             trees, sb = upgrade(eng, trees, sb)
-            log.warning("%s: filesystem format upgraded from version 1 to 2 (data checksums); data written "
-                        "before has none and reads of it count as unverified until it is rewritten", where)
+            if old == 1:
+                log.warning("%s: filesystem format upgraded from version 1 to %d (data checksums, snapshots); data "
+                            "written before has no checksums and reads of it count as unverified until it is "
+                            "rewritten", where, VERSION)
+            else:
+                log.warning("%s: filesystem format upgraded from version %d to %d (snapshots)", where, old, VERSION)
         fs = cls(eng, trees, sb)
         resolve_pending(fs.inodes)  # overwrite intents a crash left: part of recovery, also for fsck
         if not checking:
             fs.add_subtree(TablesSubtree(eng))  # its store opens at first use (fsck opens one itself)
+            fs.snapshots.finish()  # deletes a stop interrupted
             fs.lifetime.reap_orphans()
             if eng.crashed:
                 fs.lifetime.give_back_after_crash()

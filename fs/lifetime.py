@@ -25,7 +25,7 @@ import threading
 from .engine.page import PAGE_SIZE
 from .inode_locks import InodeLocks
 from .inodes import Inodes
-from .keys import EXTENT, U64, Inode, ino_key, prefix_range
+from .keys import U64, Inode, ino_key, prefix_range, unpack_extent
 
 
 class Lifetime:
@@ -166,7 +166,7 @@ class Lifetime:
                 if ino is not None and past_end(ino, end):
                     found.append(ino)
                 ino, end = key_ino, 0
-            end = max(end, U64.unpack(k[8:16])[0] + EXTENT.unpack(v)[1])
+            end = max(end, U64.unpack(k[8:16])[0] + unpack_extent(v)[1])
         if ino is not None and past_end(ino, end):
             found.append(ino)
         self.data.preallocated.update(found)

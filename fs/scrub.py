@@ -20,10 +20,11 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .datamap import dead_runs
 from .datasums import GROUP
 from .engine.check import page_runs
 from .engine.page import PAGE_SIZE, PageCorrupt, verify
-from .keys import EXTENT, U64, Inode
+from .keys import U64, Inode, unpack_extent
 from .queues.check import block_ok, queue_blocks
 from .tables.check import page_ok, pax_pages, rejected_files, rejected_ok
 
@@ -65,7 +66,9 @@ class _Owners:
     def __init__(self, fs):
         self.sizes = {U64.unpack(k)[0]: Inode.unpack(0, v).size for k, v in fs.t["inodes"].items()}
         self.runs = sorted((phys, count, U64.unpack(k[:8])[0], U64.unpack(k[8:16])[0])
-                           for k, v in fs.t["extents"].items() for phys, count in [EXTENT.unpack(v)])
+                           for k, v in fs.t["extents"].items() for phys, count, _ in [unpack_extent(v)])
+        # pages a snapshot still sees (the dead list): data of inode 0 here, verified up to their sums
+        self.runs = sorted(self.runs + [(phys, count, 0, 0) for phys, count, _, _ in dead_runs(fs.t["dead"])])
         self.starts = [r[0] for r in self.runs]
 
     def owner(self, page: int) -> tuple[int, int, int] | None:

@@ -11,7 +11,11 @@ Format versions: 1, the first; 2 adds checksums of file data (the ``datasums`` a
 ``datapending`` trees, ``fs/datasums.py``). A version-1 filesystem is upgraded when it is
 opened for use (:func:`upgrade`: the two trees are added, empty, and the record says 2): the
 data written before has no checksums, and reads of it are counted as unverified until it is
-rewritten.
+rewritten. 3 adds snapshots (``fs/history.py``, ``fs/snapshot_store.py``): the trees
+``snapshots`` (epoch -> state, time, name), ``hist`` and ``hist_epochs`` (the history of changed
+records), ``dead`` (pages freed while a snapshot sees them), the ``epoch`` record, and a birth
+epoch in each extent value (20 bytes; a 12-byte value of format 2 reads as birth 0). Older
+formats are upgraded when opened for use the same way (the trees added empty, epoch 1).
 """
 
 from __future__ import annotations
@@ -23,17 +27,20 @@ from dataclasses import dataclass
 
 from .engine.page import PageCorrupt
 from .errors import NotTraxfs
+from .keys import U64
 from .struct.btree import BTree
 
 MAGIC = b"TRAXFSSB"
-VERSION = 2
-READABLE = (1, 2)  # version 1 is upgraded on open
+VERSION = 3
+READABLE = (1, 2, 3)  # versions 1 and 2 are upgraded on open
 _SUPER = struct.Struct("<8sH16sq32s")
 TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans", "datasums",
-         "datapending")
+         "datapending", "snapshots", "hist", "hist_epochs", "dead")
 ADDED_IN_2 = ("datasums", "datapending")
+ADDED_IN_3 = ("snapshots", "hist", "hist_epochs", "dead")
 KEY_SUPER = b"super"
 KEY_NEXT_INO = b"next_ino"
+KEY_EPOCH = b"epoch"  # the current epoch (fs/history.py)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ def create_trees(engine, tx, label: str) -> tuple[dict[str, BTree], FsSuper]:
     trees = {name: BTree.create(engine, tx, f"fs.{name}") for name in TREES}
     sb = FsSuper(str(uuid.uuid4()), time.time_ns(), label)
     trees["meta"].put(tx, KEY_SUPER, sb.pack())
+    trees["meta"].put(tx, KEY_EPOCH, U64.pack(1))
     return trees, sb
 
 
@@ -100,20 +108,22 @@ def open_trees(engine, where: str, checking: bool = False) -> tuple[dict[str, BT
             return trees, None
         raise NotTraxfs(f"{where}: the filesystem superblock record is missing (damaged)")
     sb = FsSuper.unpack(raw, where)
-    if sb.version == 1:
-        missing = [name for name in missing if name not in ADDED_IN_2]
+    if sb.version < 3:
+        missing = [name for name in missing if name not in ADDED_IN_3 and (sb.version > 1 or name not in ADDED_IN_2)]
     if missing:
         raise NotTraxfs(f"{where}: filesystem trees missing from the catalog: {', '.join(missing)} (damaged)")
     return trees, sb
 
 
 def upgrade(engine, trees: dict[str, BTree], sb: FsSuper) -> tuple[dict[str, BTree], FsSuper]:
-    """Bring a version-1 filesystem to version 2 (one durable transaction): the checksum trees
-    are added, empty."""
+    """Bring a version-1 or -2 filesystem to version 3 (one durable transaction): the trees of
+    the later versions are added, empty, and the epoch starts at 1."""
     tx = engine.begin()
-    for name in ADDED_IN_2:
-        trees[name] = BTree.create(engine, tx, f"fs.{name}")
+    for name in (ADDED_IN_2 if sb.version == 1 else ()) + ADDED_IN_3:
+        if name not in trees:
+            trees[name] = BTree.create(engine, tx, f"fs.{name}")
     sb = FsSuper(sb.uuid, sb.created_ns, sb.label, VERSION)
     trees["meta"].put(tx, KEY_SUPER, sb.pack())
+    trees["meta"].put(tx, KEY_EPOCH, U64.pack(1))
     engine.commit(tx)
     return trees, sb

@@ -34,7 +34,7 @@ from fsmount import Mount, trax
 
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.filesystem import FileSystem
-from traxfs.fs.keys import EXTENT, U64
+from traxfs.fs.keys import U64, unpack_extent
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.group import VolumeGroup
 from traxfs.volume.overlay import OverlayDevice
@@ -73,7 +73,7 @@ def targets(dev) -> tuple[int, list[tuple[int, int]], list[int]]:
         data, owned = [], set()
         for k, v in fs.t["extents"].items():
             ino, lpage = U64.unpack(k[:8])[0], U64.unpack(k[8:16])[0]
-            phys, count = EXTENT.unpack(v)
+            phys, count, _ = unpack_extent(v)
             for i in range(count):
                 owned.add(phys + i)
                 visible = min(PAGE_SIZE, sizes[ino] - (lpage + i) * PAGE_SIZE)

@@ -40,7 +40,7 @@ from traxfs.fs.fsck import fsck
 from traxfs.fs.keys import U64, ino_key
 from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.fs.struct.btree import BTree
-from traxfs.fs.trees import ADDED_IN_2, KEY_SUPER, FsSuper
+from traxfs.fs.trees import ADDED_IN_2, ADDED_IN_3, KEY_SUPER, VERSION, FsSuper
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.group import VolumeGroup
 from traxfs.volume.powerloss import PowerLossDevice
@@ -306,7 +306,7 @@ def test_a_version_1_filesystem_is_upgraded_on_open(tmp_path):
     # what format 1 looked like: no checksum trees, version 1 in the superblock record
     fs = FileSystem.open(dev)
     with fs.repair.transaction() as ftx:
-        for name in ADDED_IN_2:
+        for name in ADDED_IN_2 + ADDED_IN_3:
             fs.t[name].drop(ftx.tx, f"fs.{name}")
         sb = fs.sb
         fs.t["meta"].put(ftx.tx, KEY_SUPER, FsSuper(sb.uuid, sb.created_ns, sb.label, 1).pack())
@@ -314,7 +314,7 @@ def test_a_version_1_filesystem_is_upgraded_on_open(tmp_path):
     assert fs.t["inodes"].get(ino_key(ino)) is not None
     fs = FileSystem.open(dev)
     try:
-        assert fs.sb.version == 2 and isinstance(fs.t["datasums"], BTree)
+        assert fs.sb.version == VERSION and isinstance(fs.t["datasums"], BTree)
         assert fs.read(ino, 0, len(data)) == data
         assert fs.status()["data"]["unverified_pages"] == 8
         fs.write(ino, 100, b"new bytes")  # a page without a sum: read, patched, summed

@@ -226,8 +226,11 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
         (mp / ".trax" / "x").write_text("no")
     assert e.value.errno in (errno.EPERM, errno.EACCES, errno.EROFS)
     assert os.listdir(mp / ".snapshots") == []
-    with pytest.raises(OSError):
-        (mp / ".snapshots" / "snap1").mkdir()
+    (mp / ".snapshots" / "snap1").mkdir()  # takes a snapshot (fs/subtrees/snapshots.py)
+    assert os.listdir(mp / ".snapshots") == ["snap1"]
+    with pytest.raises(OSError) as e:
+        (mp / ".snapshots" / "snap1" / "x").write_text("no")
+    assert e.value.errno == errno.EROFS
 
     r = rig.run("lv", "remove", "vg0/fs")  # the mounted volume cannot be removed under it
     assert r.returncode == 1 and "in use" in r.stderr, r.stderr

@@ -1,26 +1,185 @@
-"""``/.snapshots``: where snapshots of the filesystem will appear (a later issue), one read-only
-directory per snapshot. Until then an empty read-only directory; every change there is refused
-with EOPNOTSUPP (``mkdir /.snapshots/NAME`` is not how a snapshot is taken)."""
+"""``/.snapshots``: one read-only directory per snapshot, the root of the tree as it was.
+
+* ``mkdir /.snapshots/NAME`` takes a snapshot (``fs/snapshot_store.py``: constant time, durable
+  when it returns; EEXIST for a name taken, ENAMETOOLONG over 255 bytes); ``rmdir`` deletes it
+  and frees what only it held. Nothing else can be created or removed there (EROFS; ``unlink``
+  of a snapshot: EISDIR; of a name that is none: ENOENT).
+* ``/.snapshots/NAME/...`` serves lookups, attributes, listings (with ``.`` and ``..``), reads
+  (checksums verified), symbolic links and xattrs through ``fs/snapshot_view.py``; every change
+  is refused with EROFS, and a rename or link into or out of ``/.snapshots`` with EXDEV (the
+  façade's rule for crossing a subtree).
+* **Inode numbers** are ``subtree_ino(2, id << 32 | tree inode)`` (the snapshot's id is its
+  epoch, below 2^16; the top is local number 1): stable across remounts. A tree inode number of
+  2^32 or more cannot be numbered so: EOVERFLOW (the tree hands numbers out from 2 upwards in
+  blocks of 1024; reaching 2^32 takes four billion creates).
+* ``trax.snapshot`` of ``/.snapshots/NAME`` (computed, not listed): name, id, creation time and
+  the bytes only that snapshot holds, as JSON (``trax snapshot list`` reads it).
+* ``/queues`` and ``/tables`` are subtrees of their own, not records of the tree: a snapshot
+  holds neither (they are absent from its root).
+"""
 
 from __future__ import annotations
 
 import errno
+import json
+import os
+import stat
 import time
 
+from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..keys import Inode
-from .protocol import Caller, Subtree, read_only_dir
+from ..limits import ROOT_INO
+from ..snapshot_view import SnapshotView
+from .protocol import LOCAL_MASK, Caller, OpenFile, Subtree, read_only_dir, subtree_ino
+
+TREE_BITS = 32
+INFO_XATTR = b"trax.snapshot"
+
+
+class SnapshotFile(OpenFile):
+    """A file of a snapshot, open for reading. Its bytes never change: the kernel may keep them."""
+
+    keep_cache = True
+
+    def __init__(self, view: SnapshotView, epoch: int, ino: int) -> None:
+        self.view, self.epoch, self.ino = view, epoch, ino
+
+    def read(self, off: int, size: int) -> bytes:
+        return self.view.read(self.epoch, self.ino, off, size)
+
+    def write(self, off: int, data: bytes) -> int:
+        raise FsError(errno.EROFS, "a snapshot is read-only")
 
 
 class Snapshots(Subtree):
     name = b".snapshots"
     tag = 2
-    refuse_errno = errno.EOPNOTSUPP
+    refuse_errno = errno.EROFS
 
-    def __init__(self) -> None:
+    def __init__(self, view: SnapshotView) -> None:
+        self.view = view
+        self.store = view.store
         self._made_ns = time.time_ns()
 
+    # ----- numbers ------------------------------------------------------------------------------
+    def _ino(self, epoch: int, tree_ino: int) -> int:
+        if tree_ino >> TREE_BITS:
+            raise FsError(errno.EOVERFLOW, f"inode {tree_ino} of a snapshot has no number in /.snapshots")
+        return subtree_ino(self.tag, epoch << TREE_BITS | tree_ino)
+
+    @staticmethod
+    def _split(ino: int) -> tuple[int, int]:
+        local = ino & LOCAL_MASK
+        return local >> TREE_BITS, local & ((1 << TREE_BITS) - 1)
+
+    def _attrs(self, epoch: int, tree_ino: int) -> Inode:
+        node = self.view.attrs(epoch, tree_ino)
+        node.ino = self._ino(epoch, tree_ino)
+        return node
+
+    def _top(self) -> Inode:
+        node = read_only_dir(self.top_ino, self._made_ns)
+        node.mode = stat.S_IFDIR | 0o755  # mkdir and rmdir here take and delete snapshots
+        node.nlink = 2 + len(self.store.live())
+        return node
+
+    # ----- reading ------------------------------------------------------------------------------
     def getattr(self, ino: int, caller: Caller) -> Inode:
-        if ino != self.top_ino:
+        if ino == self.top_ino:
+            return self._top()
+        epoch, tree_ino = self._split(ino)
+        if not epoch:
             raise FsError(errno.ENOENT, f"inode {ino} does not exist")
-        return read_only_dir(ino, self._made_ns)
+        return self._attrs(epoch, tree_ino)
+
+    def lookup(self, parent: int, name: bytes, caller: Caller) -> Inode:
+        if parent == self.top_ino:
+            snap = self.store.by_name(name)
+            if snap is None:
+                raise FsError(errno.ENOENT, f"no snapshot {name!r}")
+            return self._attrs(snap.epoch, ROOT_INO)
+        epoch, tree_ino = self._split(parent)
+        if name == b".." and tree_ino == ROOT_INO:
+            return self._top()
+        return self._attrs(epoch, self.view.child(epoch, tree_ino, name))
+
+    def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
+        if ino == self.top_ino:
+            out = []
+            for snap in self.store.live():
+                if snap.epoch > after and len(out) < limit:
+                    try:
+                        out.append((snap.name, self._attrs(snap.epoch, ROOT_INO), snap.epoch))
+                    except FsError:  # deleted meanwhile
+                        continue
+            return out
+        epoch, tree_ino = self._split(ino)
+        node = self.view.attrs(epoch, tree_ino)
+        if not node.is_dir:
+            raise FsError(errno.ENOTDIR, f"inode {ino} is not a directory")
+        out = []
+        for name, child, cookie in self.view.readdir(epoch, tree_ino, after, limit):
+            try:
+                out.append((name, self._attrs(epoch, child), cookie))
+            except FsError as e:
+                if e.errno != errno.ENOENT:
+                    raise
+        return out
+
+    def readlink(self, ino: int) -> bytes:
+        epoch, tree_ino = self._split(ino)
+        return self.view.readlink(epoch, tree_ino)
+
+    def getxattr(self, ino: int, name: bytes) -> bytes:
+        if ino == self.top_ino:
+            return super().getxattr(ino, name)
+        epoch, tree_ino = self._split(ino)
+        if name == INFO_XATTR and tree_ino == ROOT_INO:
+            return self._info(epoch)
+        return self.view.getxattr(epoch, tree_ino, name)
+
+    def _info(self, epoch: int) -> bytes:
+        """``trax.snapshot`` of a snapshot's directory (computed, not listed): its name, id,
+        creation time and the bytes only it holds (what deleting it gives back), as JSON."""
+        snap = self.store.by_epoch(epoch)
+        if snap is None:
+            raise FsError(errno.ENOENT, f"snapshot {epoch} does not exist")
+        return json.dumps({"name": snap.name.decode(errors="surrogateescape"), "id": snap.epoch,
+                           "created_ns": snap.created_ns,
+                           "unique_bytes": self.store.unique_pages(epoch) * PAGE_SIZE}).encode()
+
+    def listxattr(self, ino: int) -> list[bytes]:
+        if ino == self.top_ino:
+            return []
+        epoch, tree_ino = self._split(ino)
+        return self.view.listxattr(epoch, tree_ino)
+
+    def open(self, ino: int, flags: int, caller: Caller) -> OpenFile:
+        node = self.getattr(ino, caller)
+        if node.is_dir:
+            raise FsError(errno.EISDIR, f"inode {ino} is a directory")
+        if flags & (os.O_WRONLY | os.O_RDWR) or flags & os.O_TRUNC:
+            raise FsError(errno.EROFS, "a snapshot is read-only")
+        epoch, tree_ino = self._split(ino)
+        return SnapshotFile(self.view, epoch, tree_ino)
+
+    # ----- taking and deleting snapshots --------------------------------------------------------
+    def create(self, parent: int, name: bytes, mode: int, caller: Caller, rdev: int = 0,
+               target: bytes | None = None) -> Inode:
+        if parent != self.top_ino or target is not None or not stat.S_ISDIR(mode):
+            self._refuse("creating anything but a snapshot (mkdir /.snapshots/NAME)")
+        snap = self.store.create(name)
+        return self._attrs(snap.epoch, ROOT_INO)
+
+    def rmdir(self, parent: int, name: bytes, caller: Caller) -> None:
+        if parent != self.top_ino:
+            self._refuse("removing a directory of a snapshot")
+        self.store.delete(name)
+
+    def unlink(self, parent: int, name: bytes, caller: Caller) -> None:
+        if parent != self.top_ino:
+            self._refuse("removing an entry of a snapshot")
+        if self.store.by_name(name) is not None:
+            raise FsError(errno.EISDIR, f"snapshot {name!r} is a directory (rmdir deletes it)")
+        raise FsError(errno.ENOENT, f"no snapshot {name!r}")

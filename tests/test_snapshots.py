@@ -1,0 +1,342 @@
+"""Snapshots at the filesystem's API (``fs/history.py``, ``fs/snapshot_store.py``,
+``fs/snapshot_view.py``): a hypothesis state machine of writes, truncates, renames, unlinks,
+snapshot creates and deletes and reopens against a model that keeps a copy per snapshot; the
+space a delete gives back; a delete interrupted by a crash; the upgrade of a format-2
+filesystem. The FUSE side is ``tests/test_snapshots_mount.py``."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+
+import pytest
+from conftest import IO_PHASES, MiB
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from traxfs.fs.errors import FsError
+from traxfs.fs.filesystem import FileSystem
+from traxfs.fs.fsck import fsck
+from traxfs.fs.keys import EXTENT, U64, extent_key, unpack_extent
+from traxfs.fs.limits import ROOT_INO
+from traxfs.fs.subtrees.protocol import subtree_ino
+from traxfs.fs.trees import ADDED_IN_3, KEY_EPOCH, KEY_SUPER, VERSION, FsSuper
+from traxfs.volume.device import ImageFileDevice
+
+TOP = subtree_ino(2, 1)  # /.snapshots
+NAMES = [b"a", b"b", b"c", b"d"]
+SNAPS = [b"s1", b"s2", b"s3"]
+
+
+def new_fs(path: str, size: int = 96 * MiB) -> FileSystem:
+    dev = ImageFileDevice(path, size, create=True)
+    FileSystem.mkfs(dev, log_size=16 * MiB)
+    return FileSystem.open(dev)
+
+
+def reopen(fs: FileSystem, crash: bool = False) -> FileSystem:
+    fs.crash() if crash else fs.close()
+    return FileSystem.open(fs.e.dev)
+
+
+def read_all(fs: FileSystem, ino: int) -> bytes:
+    h = fs.open_file(ino, os.O_RDONLY)
+    try:
+        return h.read(0, fs.getattr(ino).size + 10)
+    finally:
+        h.release()
+
+
+def tree_files(fs: FileSystem, root: int) -> dict[bytes, bytes]:
+    """Name -> contents of the regular files in directory ``root`` (the live root or a snapshot's)."""
+    out = {}
+    for name, node, _ in fs.readdir(root, 0, 1000):
+        if root == ROOT_INO and name in (b".trax", b".snapshots", b"queues", b"tables"):
+            continue
+        if stat.S_ISREG(node.mode):
+            out[name] = read_all(fs, node.ino)
+    return out
+
+
+def dead_entries(fs: FileSystem) -> int:
+    return len(fs.t["dead"])
+
+
+class SnapshotMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="snapfs-")
+        self.fs = new_fs(os.path.join(self.dir, "fs.img"))
+        self.live: dict[bytes, bytes] = {}
+        self.snaps: dict[bytes, dict[bytes, bytes]] = {}
+
+    def ino(self, name: bytes) -> int:
+        return self.fs.lookup(ROOT_INO, name).ino
+
+    @rule(name=st.sampled_from(NAMES), off=st.integers(0, 40_000), n=st.integers(1, 20_000), seed=st.integers(0, 255))
+    def write(self, name, off, n, seed):
+        if name not in self.live:
+            self.fs.create(ROOT_INO, name, stat.S_IFREG | 0o644, 0, 0)
+            self.live[name] = b""
+        data = bytes((seed + i) % 251 for i in range(n))
+        self.fs.write(self.ino(name), off, data)
+        old = self.live[name]
+        old = old + bytes(max(0, off - len(old)))
+        self.live[name] = old[:off] + data + old[off + n:]
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), size=st.integers(0, 50_000))
+    def truncate(self, data, size):
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        self.fs.truncate(self.ino(name), size)
+        old = self.live[name]
+        self.live[name] = old[:size] + bytes(max(0, size - len(old)))
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), to=st.sampled_from(NAMES))
+    def rename(self, data, to):
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        self.fs.rename(ROOT_INO, name, ROOT_INO, to)
+        self.live[to] = self.live.pop(name)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def unlink(self, data):
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        self.fs.unlink(ROOT_INO, name)
+        del self.live[name]
+
+    @rule(name=st.sampled_from(SNAPS))
+    def snapshot(self, name):
+        if name in self.snaps:
+            with pytest.raises(FsError) as e:
+                self.fs.mkdir(TOP, name, 0o755, 0, 0)
+            assert e.value.errno == errno.EEXIST
+            return
+        self.fs.mkdir(TOP, name, 0o755, 0, 0)
+        self.snaps[name] = dict(self.live)
+
+    @rule(name=st.sampled_from(SNAPS))
+    def delete(self, name):
+        if name not in self.snaps:
+            with pytest.raises(FsError) as e:
+                self.fs.rmdir(TOP, name)
+            assert e.value.errno == errno.ENOENT
+            return
+        self.fs.rmdir(TOP, name)
+        del self.snaps[name]
+
+    @rule(crash=st.booleans())
+    def reopen(self, crash):
+        if crash:
+            self.fs.sync()  # what a crash keeps: everything made durable
+        self.fs = reopen(self.fs, crash)
+
+    @invariant()
+    def views_match(self):
+        assert tree_files(self.fs, ROOT_INO) == self.live
+        listed = sorted(name for name, _, _ in self.fs.readdir(TOP, 0, 100))
+        assert listed == sorted(self.snaps)
+        for name, files in self.snaps.items():
+            root = self.fs.lookup(TOP, name).ino
+            assert tree_files(self.fs, root) == files, name
+        if not self.snaps:
+            assert dead_entries(self.fs) == 0 and len(self.fs.t["hist"]) == 0
+
+    def teardown(self):
+        try:
+            for name in list(self.snaps):  # every snapshot and file gone: all space back
+                self.fs.rmdir(TOP, name)
+            for name in list(self.live):
+                self.fs.unlink(ROOT_INO, name)
+            self.fs = reopen(self.fs)
+            assert dead_entries(self.fs) == 0 and len(self.fs.t["hist"]) == 0
+            rep = fsck(self.fs)
+            assert rep.problems == [], rep.problems
+        finally:
+            self.fs.close()
+            import shutil
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+TestSnapshotMachine = SnapshotMachine.TestCase
+TestSnapshotMachine.settings = settings(max_examples=25, stateful_step_count=25, phases=IO_PHASES)
+
+
+# ----- fixed cases -------------------------------------------------------------------------------
+def _file(fs: FileSystem, name: bytes, data: bytes) -> int:
+    node = fs.create(ROOT_INO, name, stat.S_IFREG | 0o644, 0, 0)
+    fs.write(node.ino, 0, data)
+    return node.ino
+
+
+def test_delete_gives_the_space_back_and_fsck_sees_shared_pages_once(tmp_path):
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        data = os.urandom(4 * MiB)
+        ino = _file(fs, b"big", data)
+        fs = reopen(fs)
+        free0 = fs.statfs().blocks_free
+        fs.mkdir(TOP, b"s", 0o755, 0, 0)
+        assert fs.statfs().blocks_free >= free0 - 8  # O(1): a few tree pages, no data copied
+        fs.write(ino, 0, b"z" * MiB)  # copy-on-write of 256 pages
+        fs.unlink(ROOT_INO, b"big")  # the copies are freed; the old pages go to the dead list
+        fs = reopen(fs)
+        assert fs.statfs().blocks_free <= free0 + 8  # the snapshot still holds the file's 1024 pages
+        snap = fs.lookup(TOP, b"s").ino
+        assert read_all(fs, fs.lookup(snap, b"big").ino) == data
+        rep = fsck(fs)
+        assert rep.problems == [] and rep.counts["data_pages"] == 1024  # shared pages counted once
+        fs.rmdir(TOP, b"s")
+        fs = reopen(fs)
+        assert fs.statfs().blocks_free >= free0 + 1024 - 8  # the file's pages are all back
+        assert dead_entries(fs) == 0 and fsck(fs).problems == []
+    finally:
+        fs.close()
+
+
+def test_a_delete_interrupted_by_a_crash_is_finished_at_mount(tmp_path):
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        ino = _file(fs, b"f", os.urandom(MiB))
+        fs.mkdir(TOP, b"keep", 0o755, 0, 0)
+        fs.write(ino, 0, b"1" * 300_000)
+        fs.mkdir(TOP, b"gone", 0o755, 0, 0)
+        fs.write(ino, 0, b"2" * 600_000)
+        fs.unlink(ROOT_INO, b"f")
+        fs = reopen(fs)
+        free0 = fs.statfs().blocks_free
+        store = fs.snapshots
+        # the first step of a delete (marked deleting, durable), then the process dies
+        snap = store.by_name(b"gone")
+        from traxfs.fs.snapshot_store import _REC, DELETING
+        with fs.repair.transaction() as ftx:
+            fs.t["snapshots"].put(ftx.tx, U64.pack(snap.epoch), _REC.pack(DELETING, snap.created_ns) + b"gone")
+        fs.sync()
+        fs = reopen(fs, crash=True)
+        assert [s.name for s in fs.snapshots.live()] == [b"keep"]
+        keep = fs.lookup(TOP, b"keep").ino
+        assert read_all(fs, fs.lookup(keep, b"f").ino)[:300_000] != b"1" * 300_000
+        fs = reopen(fs)
+        assert fs.statfs().blocks_free > free0  # what only "gone" held is free
+        assert fsck(fs).problems == []
+    finally:
+        fs.close()
+
+
+def test_bad_input_changes_nothing(tmp_path):
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        ino = _file(fs, b"f", b"data")
+        fs.mkdir(TOP, b"s", 0o755, 0, 0)
+        snap = fs.lookup(TOP, b"s").ino
+        before = (len(fs.t["snapshots"]), fs.t["meta"].get(KEY_EPOCH))
+        cases = [
+            (lambda: fs.mkdir(TOP, b"x" * 256, 0o755, 0, 0), errno.ENAMETOOLONG),
+            (lambda: fs.mkdir(TOP, b"s", 0o755, 0, 0), errno.EEXIST),
+            (lambda: fs.create(TOP, b"file", stat.S_IFREG | 0o644, 0, 0), errno.EROFS),
+            (lambda: fs.rmdir(TOP, b"nope"), errno.ENOENT),
+            (lambda: fs.unlink(TOP, b"s"), errno.EISDIR),
+            (lambda: fs.create(snap, b"new", stat.S_IFREG | 0o644, 0, 0), errno.EROFS),
+            (lambda: fs.unlink(snap, b"f"), errno.EROFS),
+            (lambda: fs.setattr(fs.lookup(snap, b"f").ino, mode=0o600), errno.EROFS),
+            (lambda: fs.setxattr(fs.lookup(snap, b"f").ino, b"user.x", b"1"), errno.EROFS),
+            (lambda: fs.open_file(fs.lookup(snap, b"f").ino, os.O_WRONLY), errno.EROFS),
+            (lambda: fs.rename(snap, b"f", snap, b"g"), errno.EROFS),
+            (lambda: fs.rename(ROOT_INO, b"f", snap, b"g"), errno.EXDEV),
+            (lambda: fs.rename(snap, b"f", ROOT_INO, b"g"), errno.EXDEV),
+            (lambda: fs.rename(TOP, b"s", TOP, b"t"), errno.EROFS),
+        ]
+        for call, want in cases:
+            with pytest.raises(FsError) as e:
+                call()
+            assert e.value.errno == want, (e.value, want)
+        assert (len(fs.t["snapshots"]), fs.t["meta"].get(KEY_EPOCH)) == before
+        assert read_all(fs, ino) == b"data" and read_all(fs, fs.lookup(snap, b"f").ino) == b"data"
+        assert [s.name for s in fs.snapshots.live()] == [b"s"]
+    finally:
+        fs.close()
+
+
+def test_a_format_2_filesystem_is_upgraded_on_open(tmp_path):
+    fs = new_fs(str(tmp_path / "fs.img"))
+    data = os.urandom(200_000)
+    ino = _file(fs, b"old", data)
+    fs = reopen(fs)
+    # what format 2 looked like: no snapshot trees, no epoch, 12-byte extent values
+    with fs.repair.transaction() as ftx:
+        for k, v in list(fs.t["extents"].items()):
+            phys, count, _ = unpack_extent(v)
+            fs.t["extents"].tree.put(ftx.tx, k, EXTENT.pack(phys, count))
+        for name in ADDED_IN_3:
+            fs.t[name].drop(ftx.tx, f"fs.{name}")
+        fs.t["meta"].delete(ftx.tx, KEY_EPOCH)
+        sb = fs.sb
+        fs.t["meta"].put(ftx.tx, KEY_SUPER, FsSuper(sb.uuid, sb.created_ns, sb.label, 2).pack())
+    fs.close()
+    fs = FileSystem.open(fs.e.dev)
+    try:
+        assert fs.sb.version == VERSION == 3
+        assert len(fs.t["extents"].get(extent_key(ino, 0))) == EXTENT.size  # old values read as birth 0
+        assert read_all(fs, ino) == data
+        fs.mkdir(TOP, b"s", 0o755, 0, 0)
+        fs.write(ino, 10, b"new")  # birth 0 pages are shared: copied first
+        snap = fs.lookup(TOP, b"s").ino
+        assert read_all(fs, fs.lookup(snap, b"old").ino) == data
+        assert read_all(fs, ino) == data[:10] + b"new" + data[13:]
+        assert fsck(fs).problems == []
+    finally:
+        fs.close()
+
+
+class GateWrites(ImageFileDevice):
+    """An image whose writes of bytes starting with ``GATE`` wait while :attr:`gate` is closed
+    (``stuck`` set once one waits): a data write held in flight."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.stuck = threading.Event()
+
+    def write(self, off, data):
+        if bytes(data[:4]) == b"GATE" and not self.gate.is_set():
+            self.stuck.set()
+            assert self.gate.wait(60), "gate never opened"
+        return super().write(off, data)
+
+
+def test_a_create_waits_for_the_write_in_flight(tmp_path):
+    """A write that decided to write in place (no snapshot yet) is in flight when a snapshot is
+    asked for: the create waits for it (the snapshot barrier), so the snapshot never changes
+    afterwards under a write that landed in pages it shares."""
+    dev = GateWrites(str(tmp_path / "fs.img"), 96 * MiB, create=True)
+    FileSystem.mkfs(dev, log_size=16 * MiB)
+    fs = FileSystem.open(dev)
+    try:
+        ino = _file(fs, b"f", b"A" * 65536)
+        fs.sync()
+        dev.gate.clear()
+        w = threading.Thread(target=fs.write, args=(ino, 0, b"GATE" + b"B" * 65532))
+        w.start()
+        assert dev.stuck.wait(30)
+        c = threading.Thread(target=fs.mkdir, args=(TOP, b"s", 0o755, 0, 0))
+        c.start()
+        c.join(2)
+        early = None
+        if not c.is_alive():  # created while the write is in flight: what it shows must stay
+            early = read_all(fs, fs.lookup(fs.lookup(TOP, b"s").ino, b"f").ino)
+        dev.gate.set()
+        w.join(30)
+        c.join(30)
+        later = read_all(fs, fs.lookup(fs.lookup(TOP, b"s").ino, b"f").ino)
+        assert early is None or early == later
+        assert later in (b"A" * 65536, b"GATE" + b"B" * 65532)
+        assert fsck(fs).problems == []
+    finally:
+        dev.gate.set()
+        fs.close()
