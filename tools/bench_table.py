@@ -9,7 +9,8 @@ mount's code path minus FUSE: the calls the FUSE adapter makes, ``FileSystem.cre
 * **ingest**: one CSV file of ``--rows`` LINEITEM rows (``tools/atropos/lineitem.py``: the dbgen
   columns and distributions) written into ``ingest/`` and closed: rows/s of the close (parse,
   check, PAX encode, raw writes, one durable commit) against the target of 100,000 rows/s, and
-  the parse alone; once per path (``--paths``): ``c`` parses and encodes in ``ext/csvcolumns``,
+  the parse alone, and the parse alone of the same rows as JSON lines (the table's
+  ``rows.jsonl``); once per path (``--paths``): ``c`` parses and encodes in ``ext/csvcolumns``,
   ``python`` in the reference Python code, each on a fresh filesystem;
 * **scans**: ``rows.csv`` (all 16 columns, the baseline) beside the projections TPC-H Q1 (7
   columns) and Q6 (4 columns) need, read whole in 1 MiB reads: bytes read from the volume
@@ -31,7 +32,7 @@ from ..fs.filesystem import FileSystem
 from ..fs.limits import ROOT_INO
 from ..fs.tables import ingest as ingest_mod
 from ..fs.tables import pax
-from ..fs.tables.ingest import parse_csv
+from ..fs.tables.ingest import parse_csv, parse_jsonl
 from ..volume.device import create_image
 from .atropos.lineitem import ATTRIBUTES, QUERY_ATTRIBUTES, rows
 
@@ -138,10 +139,25 @@ def _run(workdir: Path, count: int) -> dict:
             served, secs = _read_all(fs, f"tables/lineitem/{rel}")
             report["scans"][label] = {"volume_bytes": store.bytes_read - before, "served_bytes": served,
                                       "wall_s": secs}
+        jsonl = _read_bytes(fs, "tables/lineitem/rows.jsonl")  # the same rows as JSON lines
+        t0 = time.perf_counter()
+        parsed = parse_jsonl(parse_schema(SCHEMA), jsonl)
+        report["jsonl_parse_only_rows_per_s"] = count / (time.perf_counter() - t0)
+        assert len(parsed[0]) == count
         return report
     finally:
         fs.close()
         dev.close()
+
+
+def _read_bytes(fs: FileSystem, path: str) -> bytes:
+    h = fs.open_file(_lookup(fs, path), os.O_RDONLY)
+    parts, off = [], 0
+    while b := h.read(off, 1 << 20):
+        parts.append(b)
+        off += len(b)
+    h.release()
+    return b"".join(parts)
 
 
 def text(r: dict) -> str:
@@ -149,6 +165,7 @@ def text(r: dict) -> str:
              f"({r['engine_pages']:,} engine pages)",
              f"ingest (one CSV file, close to commit): {r['ingest_rows_per_s']:,.0f} rows/s  "
              f"(target {r['target_rows_per_s']:,}; parse alone {r['parse_only_rows_per_s']:,.0f} rows/s)",
+             f"JSON lines of the same rows (rows.jsonl), parse alone: {r['jsonl_parse_only_rows_per_s']:,.0f} rows/s",
              f"{'view':<32} {'volume bytes':>14} {'served bytes':>14} {'wall s':>8}"]
     base = r["scans"]["rows.csv (16 columns)"]["volume_bytes"]
     for label, s in r["scans"].items():

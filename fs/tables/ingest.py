@@ -12,7 +12,9 @@ has no rows.
 
 CSV is parsed in C (``ext/csvcolumns``: records, fields and the values of their plain spellings)
 when :data:`FAST` is set; :func:`parse_csv_reference` is the same in Python, the reference the
-tests hold the C path to (the same columns, or the same error, line and column).
+tests hold the C path to (the same columns, or the same error, line and column). JSON lines are
+decoded by the standard library and checked a column at a time (:func:`parse_jsonl`), with
+:func:`parse_jsonl_reference`, line by line, as the reference and the reader that names errors.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ...ext.csvcolumns import CsvError, first_record, parse_rows
 from .schema import ColType, Schema
 from .values import INT_RANGES, json_parser, text_parser
 
-FAST = True  # CSV through ext/csvcolumns; False: the Python reference (bench_table times both)
+FAST = True  # CSV through ext/csvcolumns, JSON lines by column; False: the references (bench_table)
 QUOTE_ERROR = "a quote inside an unquoted field, text after a closing quote, or a quote never closed"
 
 
@@ -253,7 +255,73 @@ def _convert(raw: Sequence, t: ColType, nullable: bool, null: str | None, line_o
 
 
 def parse_jsonl(schema: Schema, data: bytes) -> list[list]:
-    """The columns of a JSON-lines file's rows."""
+    """The columns of a JSON-lines file's rows: every line decoded, the values gathered by
+    column and checked a column at a time; at the first doubt (a line that is not an object of
+    the table's columns, a value of the wrong kind, a NULL where none may be) the file is read
+    again line by line (:func:`parse_jsonl_reference`), which names the first problem."""
+    if not FAST:
+        return parse_jsonl_reference(schema, data)
+    text = _decode(data)
+    known = set(schema.names)
+    decode = _DECODER.decode
+    names = schema.names
+    raw: list[list] = [[] for _ in names]
+    appends = [r.append for r in raw]
+    for line in text.split("\n"):  # (not splitlines: U+2028 and friends are JSON text)
+        if not line.strip():
+            continue
+        try:
+            obj = decode(line) if not line.startswith("\ufeff") else None
+        except (ValueError, RecursionError):
+            obj = None
+        if type(obj) is not dict or not known.issuperset(obj):
+            return parse_jsonl_reference(schema, data)
+        get = obj.get  # (each object is dropped at once: a list of them keeps the collector busy)
+        for add, name in zip(appends, names, strict=True):
+            add(get(name))
+    columns = [_json_column(c.type, c.nullable, values) for c, values in zip(schema.columns, raw, strict=True)]
+    if None in columns:
+        return parse_jsonl_reference(schema, data)
+    return columns
+
+
+_DECODER = json.JSONDecoder(parse_float=decimal.Decimal)
+_NUMBER_TYPES = {"float64": (int, decimal.Decimal), "decimal": (int, decimal.Decimal, str)}
+
+
+def _json_column(t: ColType, nullable: bool, values: list) -> list | None:
+    """One column's JSON values (None: null or missing) → its values, as :func:`json_parser`
+    gives them one by one; None if any value (or a NULL) is not accepted."""
+    present = [v for v in values if v is not None] if None in values else values
+    if not nullable and present is not values:
+        return None
+    kinds = set(map(type, present))
+    kind = t.kind
+    try:
+        if kind in INT_RANGES:
+            lo, hi = INT_RANGES[kind]
+            ok = kinds <= {int} and (not present or lo <= min(present) and max(present) <= hi)
+            return values if ok else None
+        if kind == "bool":
+            return values if kinds <= {bool} else None
+        if kind == "string":
+            if not kinds <= {str}:
+                return None
+            "".join(present).encode()  # (a lone surrogate cannot be stored)
+            return values
+        if not kinds <= set(_NUMBER_TYPES.get(kind, (str,))):
+            return None
+        parse = json_parser(t)
+        if kind == "float64":  # (one by one: -0 and 0 are equal keys, and different floats)
+            return [None if v is None else parse(v) for v in values]
+        memo = {v: parse(v) for v in set(present)}  # (equal numbers of other types: the same value)
+    except (ValueError, OverflowError):
+        return None
+    return [None if v is None else memo[v] for v in values]
+
+
+def parse_jsonl_reference(schema: Schema, data: bytes) -> list[list]:
+    """:func:`parse_jsonl` line by line: the reference, and the reader that names an error."""
     text = _decode(data)
     parsers = [json_parser(c.type) for c in schema.columns]
     index = {c.name: i for i, c in enumerate(schema.columns)}

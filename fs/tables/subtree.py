@@ -57,11 +57,12 @@ from ..errors import FsError
 from ..keys import Inode
 from ..limits import check_name
 from ..subtrees.protocol import LOCAL_MASK, TOP, Caller, OpenFile, Subtree, dense_seek, subtree_ino
+from .index import RejectedRecord
 from .ingest import IngestError, parse_file
 from .keys import key_bytes
 from .render import FORMATS, ViewReader, render_row, view_size
 from .schema import SchemaError
-from .staging import Node, now_ns
+from .staging import Node, StoredNode, now_ns
 from .store import KeyConflict, RowTooWide, Table, TableStore, has_tables
 from .values import text_parser
 
@@ -146,11 +147,41 @@ class TablesSubtree(Subtree):
             if nowait.active():
                 raise nowait.WouldBlock("the table store opens")
             store = TableStore(self._engine)
+            self._store = store
             for name in store.names():
                 table = store.get(name)
-                self._add(Entry(name, table.rec.tid, table))
-            self._store = store
+                entry = Entry(name, table.rec.tid, table)
+                self._add(entry)
+                for fname, rec in store.rejected(table):
+                    self._add_rejected(entry, fname, rec.error, rec, None)
+                entry.rejections = sorted(entry.rejections, key=lambda r: r["at"])[-RECENT:]
         return self._store
+
+    def _add_rejected(self, entry: Entry, name: bytes, why: str, rec: RejectedRecord | None,
+                      data: bytes | None) -> None:
+        """``ingest/.rejected/NAME`` and ``NAME.error`` (``_lock`` held): kept by the store
+        (``rec``: the parts it still has), or in this mount's memory only (``data``: the store
+        could not keep it). ``data`` None: found at open (the status lists it then)."""
+        rejected = entry.nodes[REJECTED]
+        where = f"table {entry.name.decode(errors='replace')}: rejected file {name.decode(errors='replace')!r}"
+        for n, part in ((name, RejectedRecord.DATA), (name + b".error", RejectedRecord.ERROR)):
+            if rec is not None and not rec.parts & part:
+                continue
+            if part == RejectedRecord.DATA and rec is not None:
+                f: Node = StoredNode(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0, size=rec.size,
+                                     load=lambda rec=rec: self._store.rejected_bytes(rec, where))
+            else:
+                f = Node(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0)
+                f.write(0, data if part == RejectedRecord.DATA else
+                        f"{name.decode(errors='replace')}: {why}\n".encode())
+            if rec is not None:
+                f.kept, f.rejected_of = part, name
+                f.mtime_ns = f.ctime_ns = rec.time_ms * 1_000_000
+            entry.next_staged += 1
+            entry.nodes[f.local] = f
+            rejected.children[n] = f
+        if data is None:
+            entry.rejections.append({"file": name.decode(errors="replace"), "error": why, "at": rec.time_ms / 1000})
 
     def _add(self, entry: Entry) -> None:
         self._entries[entry.name] = entry
@@ -440,7 +471,11 @@ class TablesSubtree(Subtree):
             raise FsError(errno.ENOENT, f"{name!r} not found")
         return node
 
-    def _forget(self, entry: Entry, node: Node) -> None:
+    def _forget(self, entry: Entry, node: Node, stored: bool = True) -> None:
+        """``node`` leaves the tree (``_lock`` held); a rejected file's part the store keeps
+        leaves the store too (``stored``)."""
+        if stored and node.kept and entry.table is not None:
+            self._store.forget_rejected(entry.table, node.rejected_of, node.kept)
         del node.parent.children[node.name]
         entry.nodes.pop(node.local, None)
         node.drop()
@@ -464,6 +499,8 @@ class TablesSubtree(Subtree):
                 raise FsError(errno.EXDEV if entry is not entry2 else errno.EPERM,
                               "tables cannot be renamed; files move only inside one table's ingest/")
             node = self._staged_child(entry, kind, old_name)
+            if kind == REJECTED:
+                raise FsError(errno.EPERM, "rejected files stay in ingest/.rejected (copy one out to retry it)")
             dest = entry.nodes.get(kind2)
             if dest is None or not dest.is_dir or kind2 == REJECTED or node.local == REJECTED:
                 raise FsError(errno.EPERM, "files move only inside ingest/")
@@ -501,6 +538,8 @@ class TablesSubtree(Subtree):
                     return self._attrs(entry, kind)  # (touch: accepted, nothing kept)
                 raise FsError(errno.EPERM, "only ingest/'s files and folders can be changed")
             if "size" in changes:
+                if node.parent is not None and node.parent.local == REJECTED:
+                    raise FsError(errno.EPERM, "rejected files are read-only")
                 if node.is_dir:
                     raise FsError(errno.EISDIR, "a directory has no size to set")
                 node.truncate(changes["size"])
@@ -596,23 +635,25 @@ class TablesSubtree(Subtree):
                 entry.ingests = (entry.ingests + [record])[-RECENT:]
 
     def _reject(self, entry: Entry, node: Node, name: bytes, data: bytes, why: str) -> None:
-        text = f"{name.decode(errors='replace')}: {why}\n".encode()
+        """A file refused whole: it moves to ``ingest/.rejected/`` with ``NAME.error``, both
+        kept by the table store (one durable transaction) and there after a remount."""
         log.info("table %r: rejected %r: %s", entry.name, name, why)
+        try:
+            rec: RejectedRecord | None = self._store.reject(entry.table, name, data, why)
+        except FsError as ex:  # (no room for it): this mount keeps it, as the staged files
+            log.warning("table %r: rejected file %r kept in memory only: %s", entry.name, name, ex)
+            rec = None
         with self._lock:
             if not node.gone and node.parent is entry.nodes[INGEST]:
                 self._forget(entry, node)
             rejected = entry.nodes[REJECTED]
-            for n, content in ((name, data), (name + b".error", text)):
+            for n in (name, name + b".error"):
                 old = rejected.children.get(n)
-                if old is not None:
-                    self._forget(entry, old)
-                f = Node(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0)
-                entry.next_staged += 1
-                f.write(0, content)
-                entry.nodes[f.local] = f
-                rejected.children[n] = f
+                if old is not None:  # (the store's record of it was replaced, unless rec is None)
+                    self._forget(entry, old, stored=rec is None)
             entry.rejections = (entry.rejections + [{"file": name.decode(errors="replace"), "error": why,
                                                      "at": time.time()}])[-RECENT:]
+            self._add_rejected(entry, name, why, rec, data)
 
     def write_schema(self, entry: Entry, final: bool) -> None:
         """The schema text written so far: create the table when it is complete (at close, or a
