@@ -55,7 +55,7 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
         try:
             if volume_info is not None:
                 fs.status_files.volume_info = volume_info
-            ops = TraxOperations(fs)
+            ops = TraxOperations(fs, max_workers=MAX_TASKS)
             options = mount_options(source, "traxfs", allow_other=allow_other, flags=frozenset(flags))
             made = fuse_lowlevel.sessions()
             try:
@@ -75,6 +75,7 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
                              MAX_TASKS)
                 finally:
                     pyfuse3.close(unmount=True)
+                    ops.close()
             finally:
                 fuse_lowlevel.install()  # a later session of this process gets no handler of this one
         finally:
