@@ -27,7 +27,7 @@ Kernel caches (what we chose and why):
   and entry timeouts of 0 (its name may go by itself too: a file of /tables/NAME/ingest/ goes
   once it is ingested).
 * **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
-  readahead windows.
+  readahead windows, widened to 1 MiB once the mount is live (``mount.widen_readahead``).
 
 The lookup count the kernel keeps for each inode (and every open handle) is passed on to
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
