@@ -118,7 +118,8 @@ class FileSystem:
         self._root_names: dict[bytes, Subtree] = {}  # its name in the root -> subtree
         self.status_files = StatusFiles(self.status)
         self.queues = Queues(engine)  # its store opens when the filesystem is opened for use
-        for subtree in (self.status_files, Snapshots(SnapshotView(self.inodes, self.snapshots)), self.queues):
+        self.snapshot_dir = Snapshots(SnapshotView(self.inodes, self.snapshots))
+        for subtree in (self.status_files, self.snapshot_dir, self.queues):
             self.add_subtree(subtree)
 
     @property

@@ -16,6 +16,7 @@ from .inodes import Inodes
 from .keys import U64, Inode, dirent_key, ino_key
 from .lifetime import Lifetime
 from .limits import ROOT_INO, now_ns
+from .tables.frozen import FrozenTables
 from .tables.subtree import TablesSubtree
 from .trees import KEY_NEXT_INO, VERSION, create_trees, open_trees, upgrade
 
@@ -108,7 +109,11 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
         fs = cls(eng, trees, sb)
         resolve_pending(fs.inodes)  # overwrite intents a crash left: part of recovery, also for fsck
         if not checking:
-            fs.add_subtree(TablesSubtree(eng))  # its store opens at first use (fsck opens one itself)
+            tables = TablesSubtree(eng)  # its store opens at first use (fsck opens one itself)
+            fs.add_subtree(tables)
+            tables.snapshots = fs.snapshots  # snapshots freeze the tables (fs/tables/frozen.py)
+            fs.snapshots.holders.append(tables)
+            fs.snapshot_dir.tables = FrozenTables(tables)
             fs.snapshots.finish()  # deletes a stop interrupted
             fs.lifetime.reap_orphans()
             if eng.crashed:

@@ -8,7 +8,9 @@ snapshot sees the tree, ``fs/snapshot_view.py`` serves it).
 exclusive (no data change in flight) the inodes whose size and times are only cached are logged
 (with their deferred checksums, as ``syncfs`` does); then, under the metadata lock, one
 transaction records the snapshot with the current epoch ``E`` and sets the epoch to ``E + 1``;
-it is made durable before the call returns.
+it is made durable before the call returns. The same transaction holds what each of
+:attr:`SnapshotStore.holders` freezes (the tables' versions: ``fs/tables/store.py``), so a
+snapshot and its frozen tables are both there or neither.
 
 **Delete** (:meth:`SnapshotStore.delete`) of snapshot ``s`` (previous snapshot ``p``, next
 ``n``): the record is marked *deleting* (durable; the name is gone from then on); its history
@@ -73,6 +75,10 @@ class SnapshotStore:
         self._deleting = threading.Lock()  # one delete at a time
         self.readers = Barrier()  # held shared by reads of snapshot data; a delete waits for them
         self._snaps: dict[int, Snapshot] = {}
+        # what keeps state of its own per snapshot (the tables: fs/tables/store.py): prepare()
+        # with no lock held, then freeze(tx, epoch) in the create transaction, thaw(tx, epoch) in
+        # the one dropping the record
+        self.holders: list = []
         for k, v in self.t["snapshots"].items():
             state, created = _REC.unpack_from(v)
             epoch = U64.unpack(k)[0]
@@ -101,6 +107,8 @@ class SnapshotStore:
         """Take snapshot ``name`` (EEXIST if one has it); durable when this returns."""
         check_name(name, "snapshot name")
         inodes = self.inodes
+        for holder in self.holders:
+            holder.prepare_snapshot()
         with inodes.barrier.exclusive():
             inodes.flush()  # cached sizes and times (and their sums) reach the trees first
             with inodes.lock:
@@ -114,6 +122,8 @@ class SnapshotStore:
                 with inodes.transaction() as ftx:
                     self.t["snapshots"].put(ftx.tx, U64.pack(epoch), _REC.pack(LIVE, snap.created_ns) + name)
                     self.t["meta"].put(ftx.tx, KEY_EPOCH, U64.pack(epoch + 1))
+                    for holder in self.holders:
+                        holder.freeze(ftx.tx, epoch)
                 self.chain.add(epoch)
                 self._snaps[epoch] = snap
         self.e.make_durable(ftx.durability.lsn)
@@ -177,7 +187,11 @@ class SnapshotStore:
                             self.e.free_region_after_durable(ftx.tx, first, count)
                             self.data.sums.forget(ftx.tx, first, count)
                 start = seen[-1][0] + b"\0"
+        for holder in self.holders:
+            holder.prepare_snapshot()
         with inodes.lock, inodes.transaction() as ftx:
+            for holder in self.holders:
+                holder.thaw(ftx.tx, s)
             t["snapshots"].delete(ftx.tx, U64.pack(s))
         self._snaps.pop(s, None)
 

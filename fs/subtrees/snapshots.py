@@ -10,13 +10,18 @@
   façade's rule for crossing a subtree).
 * **Inode numbers** are ``subtree_ino(2, id << 32 | tree inode)`` (the snapshot's id is its
   epoch, below 2^16; the top is local number 1): stable across remounts. A tree inode number of
-  2^32 or more cannot be numbered so: EOVERFLOW for its lookup, and listings leave it out (the
+  2^31 or more cannot be numbered so (2^31 and up number the frozen tables): EOVERFLOW for its lookup, and listings leave it out (the
   tree hands numbers out from 2 upwards in blocks of 1024; reaching 2^32 takes four billion
   creates).
 * ``trax.snapshot`` of ``/.snapshots/NAME`` (computed, not listed): name, id, creation time and
   the bytes only that snapshot holds, as JSON (``trax snapshot list`` reads it).
-* ``/queues`` and ``/tables`` are subtrees of their own, not records of the tree: a snapshot
-  holds neither (they are absent from its root).
+* ``/.snapshots/NAME/tables/`` holds the tables as the snapshot froze them (their versions
+  were recorded in its create transaction: ``fs/tables/frozen.py``): ``rows.csv``,
+  ``rows.jsonl``, ``columns/...``, ``schema`` and ``status.json`` show that version's rows. Its
+  numbers are the snapshot-local numbers with bit 31 set (tree inodes of 2^31 or more have none
+  here). A table a snapshot holds cannot be removed (EBUSY) until the snapshot is deleted.
+* ``/queues`` is a subtree of its own, not records of the tree: a snapshot does not hold it yet
+  (a ``queues`` entry in a snapshot's root is the tree's plain folder mkfs made).
 """
 
 from __future__ import annotations
@@ -29,12 +34,15 @@ import time
 
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
-from ..keys import Inode
+from ..keys import DOTS, Inode
 from ..limits import ROOT_INO
 from ..snapshot_view import SnapshotView
 from .protocol import LOCAL_MASK, Caller, OpenFile, Subtree, read_only_dir, subtree_ino
 
 TREE_BITS = 32
+FROZEN = 1 << 31  # snapshot-local numbers of the frozen tables (fs/tables/frozen.py)
+TABLES_NAME = b"tables"
+TABLES_COOKIE = DOTS + 5  # the tables' entry in a snapshot's root (the live root's cookie for /tables)
 INFO_XATTR = b"trax.snapshot"
 
 
@@ -62,10 +70,11 @@ class Snapshots(Subtree):
         self.view = view
         self.store = view.store
         self._made_ns = time.time_ns()
+        self.tables = None  # fs/tables/frozen.FrozenTables, when the filesystem serves /tables
 
     # ----- numbers ------------------------------------------------------------------------------
     def _ino(self, epoch: int, tree_ino: int) -> int:
-        if tree_ino >> TREE_BITS:
+        if tree_ino >= FROZEN:
             raise FsError(errno.EOVERFLOW, f"inode {tree_ino} of a snapshot has no number in /.snapshots")
         return subtree_ino(self.tag, epoch << TREE_BITS | tree_ino)
 
@@ -75,9 +84,17 @@ class Snapshots(Subtree):
         return local >> TREE_BITS, local & ((1 << TREE_BITS) - 1)
 
     def _attrs(self, epoch: int, tree_ino: int) -> Inode:
+        """A tree inode as the snapshot saw it (EOVERFLOW: it has no number here)."""
+        self._ino(epoch, tree_ino)
         node = self.view.attrs(epoch, tree_ino)
         node.ino = self._ino(epoch, tree_ino)
         return node
+
+    def _frozen_attrs(self, epoch: int, local: int) -> Inode:
+        snap = self.store.by_epoch(epoch)
+        if snap is None or self.tables is None:
+            raise FsError(errno.ENOENT, f"snapshot {epoch} does not exist (deleted)")
+        return self.tables.attrs(epoch, local, subtree_ino(self.tag, epoch << TREE_BITS | local), snap.created_ns)
 
     def _top(self) -> Inode:
         node = read_only_dir(self.top_ino, self._made_ns)
@@ -92,6 +109,8 @@ class Snapshots(Subtree):
         epoch, tree_ino = self._split(ino)
         if not epoch:
             raise FsError(errno.ENOENT, f"inode {ino} does not exist")
+        if tree_ino & FROZEN:  # (no tree inode has a number with bit 31: _ino)
+            return self._frozen_attrs(epoch, tree_ino)
         return self._attrs(epoch, tree_ino)
 
     def lookup(self, parent: int, name: bytes, caller: Caller) -> Inode:
@@ -103,6 +122,14 @@ class Snapshots(Subtree):
         epoch, tree_ino = self._split(parent)
         if name == b".." and tree_ino == ROOT_INO:
             return self._top()
+        if tree_ino & FROZEN:
+            self._frozen_attrs(epoch, tree_ino)
+            if name == b"..":
+                up = self.tables.parent(epoch, tree_ino)
+                return self._attrs(epoch, ROOT_INO) if up is None else self._frozen_attrs(epoch, up)
+            return self._frozen_attrs(epoch, self.tables.lookup(epoch, tree_ino, name))
+        if tree_ino == ROOT_INO and name == TABLES_NAME and self.tables is not None:
+            return self._frozen_attrs(epoch, FROZEN)
         return self._attrs(epoch, self.view.child(epoch, tree_ino, name))
 
     def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
@@ -116,11 +143,20 @@ class Snapshots(Subtree):
                         continue
             return out
         epoch, tree_ino = self._split(ino)
+        if tree_ino & FROZEN:
+            self._frozen_attrs(epoch, tree_ino)
+            return [(name, self._frozen_attrs(epoch, local), cookie)
+                    for name, local, cookie in self.tables.readdir(epoch, tree_ino, after)[:limit]]
         node = self.view.attrs(epoch, tree_ino)
         if not node.is_dir:
             raise FsError(errno.ENOTDIR, f"inode {ino} is not a directory")
         out = []
-        for name, child, cookie in self.view.readdir(epoch, tree_ino, after, limit):
+        tables_here = tree_ino == ROOT_INO and self.tables is not None
+        if tables_here and after < TABLES_COOKIE:
+            out.append((TABLES_NAME, self._frozen_attrs(epoch, FROZEN), TABLES_COOKIE))
+        for name, child, cookie in self.view.readdir(epoch, tree_ino, after, limit - len(out)):
+            if tables_here and name == TABLES_NAME:  # (hidden by the frozen tables, as /tables hides it)
+                continue
             try:
                 out.append((name, self._attrs(epoch, child), cookie))
             except FsError as e:  # gone meanwhile, or a tree inode with no number here: left out
@@ -130,12 +166,16 @@ class Snapshots(Subtree):
 
     def readlink(self, ino: int) -> bytes:
         epoch, tree_ino = self._split(ino)
+        if tree_ino & FROZEN:
+            raise FsError(errno.EINVAL, f"inode {ino} is not a symbolic link")
         return self.view.readlink(epoch, tree_ino)
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
         if ino == self.top_ino:
             return super().getxattr(ino, name)
         epoch, tree_ino = self._split(ino)
+        if tree_ino & FROZEN:
+            raise FsError(errno.ENODATA, f"no attribute {name!r}")
         if name == INFO_XATTR and tree_ino == ROOT_INO:
             return self._info(epoch)
         return self.view.getxattr(epoch, tree_ino, name)
@@ -154,6 +194,8 @@ class Snapshots(Subtree):
         if ino == self.top_ino:
             return []
         epoch, tree_ino = self._split(ino)
+        if tree_ino & FROZEN:
+            return []
         return self.view.listxattr(epoch, tree_ino)
 
     def open(self, ino: int, flags: int, caller: Caller) -> OpenFile:
@@ -163,6 +205,8 @@ class Snapshots(Subtree):
         if flags & (os.O_WRONLY | os.O_RDWR) or flags & os.O_TRUNC:
             raise FsError(errno.EROFS, "a snapshot is read-only")
         epoch, tree_ino = self._split(ino)
+        if tree_ino & FROZEN:
+            return self.tables.open(epoch, tree_ino, flags)
         return SnapshotFile(self.view, epoch, tree_ino)
 
     # ----- taking and deleting snapshots --------------------------------------------------------

@@ -7,6 +7,8 @@ tables      name                      :class:`TableRecord`: id, creation, versio
                                       last ingest, schema text, per-column byte totals
             ``\\0next``                the next table id
             ``\\0doomed`` + id         a removed table whose pages are still being freed
+            ``\\0frozen`` + epoch      the :class:`TableRecord` a filesystem snapshot froze
+            + name                    (written in the snapshot's own create transaction)
 pages       table id + sequence       :class:`PageEntry`: where a PAX page is, its rows, the
                                       table version that added it, its minipage directory
 ingested    table id + file name      :class:`IngestRecord`: the file's size and crc32c, the
@@ -37,6 +39,7 @@ U64 = struct.Struct(">Q")
 U64X2 = struct.Struct(">QQ")
 KEY_NEXT_ID = b"\0next"
 DOOMED = b"\0doomed"
+FROZEN = b"\0frozen"
 _TABLE = struct.Struct("<BQQQQQQQI")
 _TOTALS = struct.Struct("<QQQ")
 _PAGE = struct.Struct("<BQIIQH")
@@ -152,6 +155,10 @@ def page_key(tid: int, seq: int) -> bytes:
 
 def ingest_key(tid: int, name: bytes) -> bytes:
     return U64.pack(tid) + name
+
+
+def frozen_key(epoch: int, name: bytes) -> bytes:
+    return FROZEN + U64.pack(epoch) + name
 
 
 def table_range(tid: int) -> tuple[bytes, bytes]:

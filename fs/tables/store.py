@@ -12,6 +12,14 @@ that took a :class:`Snapshot` keeps reading that version while appends go on. Re
 removes its name and marks its id doomed (one durable transaction), then frees its pages in
 transactions of bounded size; an open after a crash finishes an interrupted removal. A table
 with open readers cannot be removed (EBUSY): its pages must stay until they are done.
+
+**Snapshots.** A filesystem snapshot freezes every table: :meth:`TableStore.freeze` writes each
+table's record (its version) under ``\\0frozen`` + the snapshot's epoch, in the snapshot's own
+create transaction; since pages are never rewritten, the frozen version is the prefix of the
+table's first ``npages`` pages (:meth:`TableStore.frozen_table`). A table some snapshot froze
+cannot be removed (EBUSY naming the snapshot; ZFS's "dataset has snapshots"): removing it
+would free pages the snapshot shows. Deleting the snapshot drops its records
+(:meth:`TableStore.thaw`, in the transaction that drops the snapshot's record).
 """
 
 from __future__ import annotations
@@ -20,11 +28,12 @@ import errno
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import crc32c
 
+from ..engine import nowait
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..limits import check_name
@@ -32,6 +41,7 @@ from ..rawstore import EngineIO, has_trees
 from .index import (
     ALL_TREES,
     DOOMED,
+    FROZEN,
     KEY_NEXT_ID,
     PREFIX,
     TREES,
@@ -41,6 +51,7 @@ from .index import (
     PageEntry,
     RejectedRecord,
     TableRecord,
+    frozen_key,
     ingest_key,
     page_key,
     table_range,
@@ -137,6 +148,14 @@ class TableStore:
         self._lock = threading.Lock()  # the set of tables, and every commit
         self.bytes_read = 0
         self.tables: dict[bytes, Table] = {}
+        # snapshot epoch -> table name -> the record it froze; snapshot_name: the name of a live
+        # snapshot by epoch (None: gone), set by whoever serves snapshots
+        self.frozen: dict[int, dict[bytes, TableRecord]] = {}
+        self.snapshot_name: Callable[[int], bytes | None] = lambda epoch: str(epoch).encode()
+        self._frozen_tables: dict[tuple[int, bytes], Table] = {}
+        for key, raw in self.t["tables"].items(FROZEN, FROZEN + b"\xff") if self.t is not None else ():
+            epoch = U64.unpack(key[len(FROZEN) : len(FROZEN) + 8])[0]
+            self.frozen.setdefault(epoch, {})[key[len(FROZEN) + 8 :]] = TableRecord.unpack(raw, f"frozen {key!r}")
         for key, raw in self.t["tables"].items() if self.t is not None else ():
             if not key.startswith(b"\0"):
                 rec = TableRecord.unpack(raw, f"table {key!r}")
@@ -186,6 +205,12 @@ class TableStore:
         """Remove table ``name``: its name at once, its pages in bounded transactions."""
         with self._lock:
             table = self.get(name)
+            held = [n for n in map(self.snapshot_name, sorted(e for e, f in self.frozen.items() if name in f))
+                    if n is not None]
+            if held:
+                raise FsError(errno.EBUSY, f"table {name.decode(errors='replace')!r} is held by snapshot(s) "
+                                           f"{', '.join(repr(n.decode(errors='replace')) for n in held)}: "
+                                           f"delete them first")
             if table.readers:
                 raise FsError(errno.EBUSY, f"table {name.decode(errors='replace')!r} has {table.readers} open "
                                            f"reader(s)")
@@ -219,6 +244,52 @@ class TableStore:
                 self.io.commit(tx, durable=not batch)
                 if not batch:
                     break
+
+    # ----- snapshots ----------------------------------------------------------------------------
+    def freeze(self, tx, epoch: int) -> None:
+        """Record every table's current version for snapshot ``epoch``, in ``tx`` (the snapshot's
+        create transaction: both or neither)."""
+        with self._lock:
+            if self.t is None:
+                return
+            got = {}
+            for name, table in self.tables.items():
+                self.t["tables"].put(tx, frozen_key(epoch, name), table.rec.pack())
+                got[name] = table.rec
+            self.frozen[epoch] = got
+
+    def thaw(self, tx, epoch: int) -> None:
+        """Drop snapshot ``epoch``'s records, in ``tx`` (the transaction dropping the snapshot)."""
+        with self._lock:
+            if self.t is None:
+                return
+            for key in list(self.t["tables"].keys(frozen_key(epoch, b""), frozen_key(epoch + 1, b""))):
+                self.t["tables"].delete(tx, key)
+            self.frozen.pop(epoch, None)
+            for k in [k for k in self._frozen_tables if k[0] == epoch]:
+                del self._frozen_tables[k]
+
+    def frozen_names(self, epoch: int) -> list[bytes]:
+        return sorted(self.frozen.get(epoch, {}))
+
+    def frozen_table(self, epoch: int, name: bytes) -> Table:
+        """Table ``name`` as snapshot ``epoch`` froze it: its record then, the prefix of its pages
+        that version had (ENOENT: the snapshot held no such table)."""
+        nowait.acquire(self._lock)  # (lookups on the FUSE loop's thread)
+        try:
+            got = self._frozen_tables.get((epoch, name))
+            if got is None:
+                rec = self.frozen.get(epoch, {}).get(name)
+                live = self.tables.get(name)
+                if rec is None or live is None or live.rec.tid != rec.tid:
+                    raise FsError(errno.ENOENT, f"snapshot {epoch} holds no table {name.decode(errors='replace')!r}")
+                got = self._frozen_tables[(epoch, name)] = Table(name, rec, live.pages[: rec.npages])
+            return got
+        finally:
+            self._lock.release()
+
+    def live_table(self, name: bytes) -> Table | None:
+        return self.tables.get(name)
 
     # ----- appending ----------------------------------------------------------------------------
     def ingested(self, table: Table, name: bytes) -> IngestRecord | None:

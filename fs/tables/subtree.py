@@ -147,6 +147,7 @@ class TablesSubtree(Subtree):
             if nowait.active():
                 raise nowait.WouldBlock("the table store opens")
             store = TableStore(self._engine)
+            store.snapshot_name = self._snapshot_name
             self._store = store
             for name in store.names():
                 table = store.get(name)
@@ -188,6 +189,42 @@ class TablesSubtree(Subtree):
         self._slots[entry.slot] = entry
         if entry.table is not None:
             self._slots[entry.table.rec.tid] = entry
+
+    # ----- snapshots (fs/snapshot_store.py's holders; fs/tables/frozen.py serves them) ---------
+    snapshots = None  # the SnapshotStore, set where both are made (names the snapshots holding a table)
+
+    def prepare_snapshot(self) -> None:
+        """Before a snapshot is taken or dropped (no lock of the filesystem held): the store open
+        if there are tables, so :meth:`freeze` and :meth:`thaw` only write records."""
+        with self._lock:
+            self._load()
+
+    def freeze(self, tx, epoch: int) -> None:
+        if self._store is not None:
+            self._store.freeze(tx, epoch)
+
+    def thaw(self, tx, epoch: int) -> None:
+        if self._store is not None:
+            self._store.thaw(tx, epoch)
+
+    def store_for_snapshots(self) -> TableStore | None:
+        """The store if there are tables (None: there are none), opened now if need be."""
+        with self._locked():
+            self._load()
+            return self._store
+
+    def hold_reader(self, name: bytes) -> Table:
+        """A frozen view opens: it reads the live table's pages, so it counts as its reader."""
+        with self._lock:
+            table = self._store.tables.get(name) if self._store is not None else None
+            if table is None:
+                raise FsError(errno.ENOENT, f"no table {name!r}")
+            table.readers += 1
+            return table
+
+    def _snapshot_name(self, epoch: int) -> bytes | None:
+        snap = self.snapshots.by_epoch(epoch) if self.snapshots is not None else None
+        return None if snap is None else snap.name
 
     def close(self) -> None:
         for entry in self._entries.values():

@@ -1,0 +1,120 @@
+"""Tables in snapshots, through a real FUSE mount: ``/.snapshots/NAME/tables/T/`` shows the rows
+of the version the snapshot froze (all rows, a projection, a single column, status.json), also
+after more ingests and a remount; everything there is read-only (EROFS); ``rmdir`` of a table a
+snapshot holds is EBUSY and changes nothing, until the snapshot is deleted; fsck stays clean."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+from fsmount import traxfs_mount
+
+MiB = 1 << 20
+SCHEMA = "id int64 not null, name string, n int32"
+
+
+@pytest.fixture
+def m(tmp_path):
+    with traxfs_mount(tmp_path, size=256 * MiB) as mount:
+        yield mount
+
+
+def rows(lo: int, hi: int) -> list[tuple[int, str, int]]:
+    return [(i, f"name {i}", i * 7 % 100) for i in range(lo, hi)]
+
+
+def csv(rs, cols=(0, 1, 2)) -> bytes:
+    names = ("id", "name", "n")
+    return ((",".join(names[c] for c in cols) + "\n") +
+            "".join(",".join(str(r[c]) for c in cols) + "\n" for r in rs)).encode()
+
+
+def ingest(t: Path, name: str, rs) -> None:
+    with open(t / "ingest" / name, "wb") as f:
+        f.write(csv(rs))
+
+
+def new_table(mp: Path, name: str) -> Path:
+    t = mp / "tables" / name
+    t.mkdir()
+    (t / "schema").write_text(SCHEMA + "\n")
+    return t
+
+
+def expect_errno(code: int, fn, *args) -> None:
+    with pytest.raises(OSError) as ei:
+        fn(*args)
+    assert ei.value.errno == code, ei.value
+
+
+def test_table_frozen_in_snapshot_across_ingests_remount_and_delete(m):
+    mp = m.mp
+    t = new_table(mp, "sales")
+    ingest(t, "a.csv", rows(0, 50))
+    ingest(t, "b.csv", rows(50, 120))
+    (mp / ".snapshots" / "s1").mkdir()
+    ingest(t, "c.csv", rows(120, 300))
+    new_table(mp, "later")  # made after the snapshot: not in it
+    st = mp / ".snapshots" / "s1" / "tables" / "sales"
+
+    def check_frozen() -> None:
+        assert (st / "rows.csv").read_bytes() == csv(rows(0, 120))
+        assert os.stat(st / "rows.csv").st_size == len(csv(rows(0, 120)))
+        assert (st / "columns" / "n,id.csv").read_bytes() == csv(rows(0, 120), (2, 0))
+        assert (st / "columns" / "name.csv").read_bytes() == csv(rows(0, 120), (1,))
+        lines = (st / "rows.jsonl").read_text().splitlines()
+        assert [json.loads(x)["id"] for x in lines] == list(range(120))
+        doc = json.loads((st / "status.json").read_bytes())
+        assert (doc["rows"], doc["state"]) == (120, "frozen")
+        assert (st / "schema").read_text() == (t / "schema").read_text()
+        assert sorted(os.listdir(mp / ".snapshots" / "s1" / "tables")) == ["sales"]
+        assert sorted(os.listdir(st)) == ["columns", "rows.csv", "rows.jsonl", "schema", "status.json"]
+        assert "tables" in os.listdir(mp / ".snapshots" / "s1")
+        assert (t / "rows.csv").read_bytes() == csv(rows(0, 300))  # the live table has every row
+
+    check_frozen()
+    inos = {p: os.stat(st / p).st_ino for p in ("", "rows.csv", "columns/n,id.csv", "status.json")}
+    assert len(set(inos.values())) == len(inos)
+    m.stop()
+    m.start()
+    check_frozen()
+    assert {p: os.stat(st / p).st_ino for p in inos} == inos  # stable across remounts
+
+    # read-only: EROFS for every change; the held table cannot be removed
+    expect_errno(errno.EROFS, os.open, st / "rows.csv", os.O_WRONLY)
+    expect_errno(errno.EROFS, os.open, st / "new.csv", os.O_WRONLY | os.O_CREAT, 0o644)
+    expect_errno(errno.EROFS, os.mkdir, st / "ingest")
+    expect_errno(errno.EROFS, os.unlink, st / "rows.csv")
+    expect_errno(errno.EROFS, os.rmdir, st)
+    expect_errno(errno.EBUSY, os.rmdir, t)
+    assert (t / "rows.csv").read_bytes() == csv(rows(0, 300))  # nothing changed
+    check_frozen()
+
+    (mp / ".snapshots" / "s1").rmdir()
+    os.rmdir(t)  # released with the snapshot
+    assert sorted(os.listdir(mp / "tables")) == ["later"]
+    m.stop()
+    r = m.fsck()
+    assert r.returncode == 0, r.stdout + r.stderr
+    m.start()
+
+
+def test_two_snapshots_each_see_their_version_and_both_hold(m):
+    mp = m.mp
+    t = new_table(mp, "t")
+    (mp / ".snapshots" / "empty").mkdir()
+    ingest(t, "a.csv", rows(0, 10))
+    (mp / ".snapshots" / "ten").mkdir()
+    ingest(t, "b.csv", rows(10, 20))
+    assert (mp / ".snapshots" / "empty" / "tables" / "t" / "rows.csv").read_bytes() == csv([])
+    assert (mp / ".snapshots" / "ten" / "tables" / "t" / "rows.csv").read_bytes() == csv(rows(0, 10))
+    (mp / ".snapshots" / "ten").rmdir()
+    with pytest.raises(OSError) as ei:
+        os.rmdir(t)
+    assert ei.value.errno == errno.EBUSY
+    (mp / ".snapshots" / "empty").rmdir()
+    os.rmdir(t)
