@@ -16,6 +16,7 @@ from .inodes import Inodes
 from .keys import U64, Inode, dirent_key, ino_key
 from .lifetime import Lifetime
 from .limits import ROOT_INO, now_ns
+from .queues.frozen import FrozenQueues
 from .tables.frozen import FrozenTables
 from .tables.subtree import TablesSubtree
 from .trees import KEY_NEXT_INO, VERSION, create_trees, open_trees, upgrade
@@ -114,6 +115,9 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
             tables.snapshots = fs.snapshots  # snapshots freeze the tables (fs/tables/frozen.py)
             fs.snapshots.holders.append(tables)
             fs.snapshot_dir.tables = FrozenTables(tables)
+            fs.queues.snapshots = fs.snapshots  # ... and the queues (fs/queues/frozen.py)
+            fs.snapshots.holders.append(fs.queues)
+            fs.snapshot_dir.queues = FrozenQueues(fs.queues)
             fs.snapshots.finish()  # deletes a stop interrupted
             fs.lifetime.reap_orphans()
             if eng.crashed:

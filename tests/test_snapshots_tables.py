@@ -1,4 +1,4 @@
-"""Tables in snapshots, through a real FUSE mount: ``/.snapshots/NAME/tables/T/`` shows the rows
+"""Tables and queues in snapshots, through a real FUSE mount: ``/.snapshots/NAME/tables/T/`` shows the rows
 of the version the snapshot froze (all rows, a projection, a single column, status.json), also
 after more ingests and a remount; everything there is read-only (EROFS); ``rmdir`` of a table a
 snapshot holds is EBUSY and changes nothing, until the snapshot is deleted; fsck stays clean."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,97 @@ def test_two_snapshots_each_see_their_version_and_both_hold(m):
     assert ei.value.errno == errno.EBUSY
     (mp / ".snapshots" / "empty").rmdir()
     os.rmdir(t)
+
+
+# ----- queues -------------------------------------------------------------------------------------
+QCONFIG = {"block_size": 16384, "seal_bytes": 2000, "retain_count": None, "retain_age_seconds": None}
+
+
+def retain_50(q: Path) -> None:
+    """From now on retention keeps only the last 50 records (reclaim runs in the background)."""
+    (q / "config.json").write_text(json.dumps({"retain_count": 50}))
+
+
+def new_queue(mp: Path, name: str) -> Path:
+    q = mp / "queues" / name
+    q.mkdir()
+    (q / "config.json").write_text(json.dumps(QCONFIG))
+    return q
+
+
+def append(q: Path, lo: int, hi: int) -> None:
+    fd = os.open(q / "append", os.O_WRONLY)
+    try:
+        for start in range(lo, hi, 10):
+            os.write(fd, b"".join(b'{"n": %d, "pad": "%s"}\n' % (i, b"x" * 80) for i in range(start, min(hi, start + 10))))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def segments(d: Path) -> dict[str, bytes]:
+    return {n: (d / "segments" / n).read_bytes() for n in sorted(os.listdir(d / "segments"))}
+
+
+def qstatus(d: Path) -> dict:
+    return json.loads((d / "status.json").read_bytes())
+
+
+def wait_for(cond, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_queue_frozen_in_snapshot_pins_its_records_and_holds_it(m):
+    mp = m.mp
+    q = new_queue(mp, "events")
+    append(q, 0, 200)
+    before = segments(q)
+    assert len(before) >= 5
+    st_before = qstatus(q)
+    (mp / ".snapshots" / "s").mkdir()
+    sq = mp / ".snapshots" / "s" / "queues" / "events"
+    retain_50(q)
+    append(q, 200, 600)
+    wait_for(lambda: len(segments(q)) > len(before), "more segments sealed")
+
+    def check_frozen() -> None:
+        assert sorted(os.listdir(mp / ".snapshots" / "s" / "queues")) == ["events"]
+        assert sorted(os.listdir(sq)) == ["segments", "status.json"]
+        assert segments(sq) == before
+        doc = qstatus(sq)
+        assert (doc["first_seq"], doc["live_end"], doc["segments"]) == (st_before["first_seq"],
+                                                                       st_before["live_end"], len(before))
+
+    check_frozen()
+    # retention runs (a queue made after the snapshot loses its oldest records) but the frozen
+    # queue keeps every record the snapshot shows
+    control = new_queue(mp, "control")
+    retain_50(control)
+    append(control, 0, 600)
+    wait_for(lambda: qstatus(control)["first_seq"] > 0, "retention reclaims the control queue")
+    assert qstatus(q)["first_seq"] == 0
+    check_frozen()
+    inos = {p: os.stat(sq / p).st_ino for p in ("", "status.json", "segments", "segments/" + min(before))}
+    m.stop()
+    m.start()
+    check_frozen()
+    assert {p: os.stat(sq / p).st_ino for p in inos} == inos
+
+    expect_errno(errno.EROFS, os.open, sq / "status.json", os.O_WRONLY)
+    expect_errno(errno.EROFS, os.open, sq / "append", os.O_WRONLY | os.O_CREAT, 0o644)
+    expect_errno(errno.EROFS, os.mkdir, sq / "views")
+    expect_errno(errno.EROFS, os.unlink, sq / "segments" / min(before))
+    expect_errno(errno.EBUSY, os.rmdir, q)
+    assert qstatus(q)["live_end"] == 600  # nothing changed
+
+    (mp / ".snapshots" / "s").rmdir()
+    wait_for(lambda: qstatus(q)["first_seq"] > 0, "retention goes on once the snapshot is gone")
+    os.rmdir(q)
+    os.rmdir(control)
+    m.stop()
+    r = m.fsck()
+    assert r.returncode == 0, r.stdout + r.stderr
+    m.start()

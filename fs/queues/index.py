@@ -8,6 +8,8 @@ queues      name                                         :class:`QueueRecord`: i
             ``\\0next``                                   the next queue id
             ``\\0doomed`` + id                            a removed queue whose blocks are still
                                                          being freed
+            ``\\0frozen`` + epoch + name                  :class:`FrozenQueue`: the queue as a
+                                                         filesystem snapshot froze it
 blocks      queue id + first sequence number             :class:`BlockEntry`: where the block is and
                                                          how much of it the log vouches for
 times       queue id + first timestamp (ms) + first seq  empty: the time index, one entry per block
@@ -35,6 +37,8 @@ U64X2 = struct.Struct(">QQ")
 U64X3 = struct.Struct(">QQQ")
 KEY_NEXT_ID = b"\0next"
 DOOMED = b"\0doomed"
+FROZEN = b"\0frozen"
+_FROZEN = struct.Struct("<BQQQ")
 _QUEUE = struct.Struct("<BQQQ")
 _BLOCK = struct.Struct("<QQIIIIQQQ")
 _VIEW = struct.Struct("<QQ")
@@ -125,3 +129,29 @@ def queue_range(qid: int) -> tuple[bytes, bytes]:
 def key_seq(key: bytes) -> int:
     """The sequence number of a ``blocks`` or ``segments`` key."""
     return U64X2.unpack(key)[1]
+
+
+class FrozenQueue(NamedTuple):
+    """A queue as a snapshot froze it: its id, its oldest retained record then, where its open
+    segment started then (the sealed segments are those from ``first_seq`` up to there), and
+    its status document then."""
+
+    qid: int
+    first_seq: int
+    sealed_end: int
+    status: bytes
+
+    def pack(self) -> bytes:
+        return _FROZEN.pack(RECORD_VERSION, self.qid, self.first_seq, self.sealed_end) + self.status
+
+    @classmethod
+    def unpack(cls, raw: bytes, where: str) -> FrozenQueue:
+        if not raw or raw[0] != RECORD_VERSION:
+            raise ValueError(f"{where}: frozen queue record version {raw[:1].hex() or 'missing'}; this traxfs "
+                             f"reads version {RECORD_VERSION}")
+        _, qid, first, end = _FROZEN.unpack_from(raw)
+        return cls(qid, first, end, bytes(raw[_FROZEN.size :]))
+
+
+def frozen_key(epoch: int, name: bytes) -> bytes:
+    return FROZEN + U64.pack(epoch) + name

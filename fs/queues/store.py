@@ -5,6 +5,14 @@ one is a transaction, durable when it returns (as the creation of a view is). Re
 first removes its name and marks its id doomed (one transaction), then frees its blocks in
 transactions of bounded size; an open after a crash finishes what a removal left. A
 background thread persists tails, seals segments whose time is up and reclaims blocks.
+
+**Snapshots.** A filesystem snapshot freezes every queue (:meth:`QueueStore.freeze`, in the
+snapshot's own create transaction): its oldest retained record, where its sealed segments end
+and its status then. The frozen queue pins its records from that first one on (a pin like an
+open reader's, restored at every open), so retention cannot reclaim what the snapshot shows; a
+queue a snapshot holds cannot be removed (EBUSY naming the snapshot). Deleting the snapshot
+drops its records and pins (:meth:`QueueStore.thaw`; an open drops those of snapshots that are
+gone, :meth:`QueueStore.keep_frozen`).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from ..errors import FsError
 from ..limits import check_name
@@ -22,18 +31,24 @@ from .cache import BlockCache
 from .config import QueueConfig
 from .index import (
     DOOMED,
+    FROZEN,
     KEY_NEXT_ID,
     PREFIX,
     TREES,
     U64,
     BlockEntry,
+    FrozenQueue,
     QueueRecord,
+    SegmentRecord,
+    frozen_key,
     key_seq,
     queue_range,
+    seq_key,
     time_key,
     view_key,
 )
 from .queue import RECLAIM_BATCH, Queue, now_ms
+from .status import status_json
 
 log = logging.getLogger("traxfs.queues")
 
@@ -58,6 +73,15 @@ class QueueStore:
                 self.queues[key] = Queue(self, key, QueueRecord.unpack(raw, f"queue {key!r}"))
         for key in list(self.t["queues"].keys(DOOMED, DOOMED + b"\xff")):
             self._purge(U64.unpack(key[len(DOOMED) :])[0])
+        # snapshot epoch -> queue name -> what it froze; snapshot_name: a live snapshot's name
+        self.frozen: dict[int, dict[bytes, FrozenQueue]] = {}
+        self.snapshot_name: Callable[[int], bytes | None] = lambda epoch: str(epoch).encode()
+        for key, raw in self.t["queues"].items(FROZEN, FROZEN + b"\xff"):
+            epoch, name = U64.unpack(key[len(FROZEN) : len(FROZEN) + 8])[0], key[len(FROZEN) + 8 :]
+            fq = self.frozen.setdefault(epoch, {})[name] = FrozenQueue.unpack(raw, f"frozen {key!r}")
+            q = self.queues.get(name)
+            if q is not None and q.qid == fq.qid:
+                q.pins[-epoch] = max(fq.first_seq, q.first_seq)
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="queue-ticker", daemon=True)
         if background:
@@ -99,6 +123,12 @@ class QueueStore:
         """Remove queue ``name``: its name at once, its space block by block."""
         with self._lock:
             q = self.get(name)
+            held = [n for n in map(self.snapshot_name, sorted(e for e, f in self.frozen.items() if name in f))
+                    if n is not None]
+            if held:
+                raise FsError(errno.EBUSY, f"queue {name.decode(errors='replace')!r} is held by snapshot(s) "
+                                           f"{', '.join(repr(n.decode(errors='replace')) for n in held)}: "
+                                           f"delete them first")
             with q.lock:
                 tx = self.io.begin()
                 try:
@@ -147,6 +177,54 @@ class QueueStore:
                 q.tick(self.interval)
             except Exception:  # noqa: BLE001  (the queue notes its error; the others go on)
                 log.exception("queue %r: periodic work failed", q.name)
+
+    # ----- snapshots ----------------------------------------------------------------------------
+    def freeze(self, tx, epoch: int) -> None:
+        """Record every queue as it is now for snapshot ``epoch``, in ``tx`` (the snapshot's
+        create transaction), and pin its retained records."""
+        with self._lock:
+            got = {}
+            for name, q in self.queues.items():
+                with q.lock:
+                    fq = FrozenQueue(q.qid, q.first_seq, q.seg_first, status_json(q))
+                    self.t["queues"].put(tx, frozen_key(epoch, name), fq.pack())
+                    q.pins[-epoch] = fq.first_seq
+                got[name] = fq
+            self.frozen[epoch] = got
+
+    def thaw(self, tx, epoch: int) -> None:
+        """Drop snapshot ``epoch``'s records (in ``tx``) and its pins."""
+        with self._lock:
+            for key in list(self.t["queues"].keys(frozen_key(epoch, b""), frozen_key(epoch + 1, b""))):
+                self.t["queues"].delete(tx, key)
+            for name in self.frozen.pop(epoch, {}):
+                q = self.queues.get(name)
+                if q is not None:
+                    with q.lock:
+                        q.pins.pop(-epoch, None)
+
+    def keep_frozen(self, live: Callable[[int], bool]) -> None:
+        """At open: drop what snapshots that are gone froze (their delete finished before this
+        store was open)."""
+        for epoch in [e for e in self.frozen if not live(e)]:
+            tx = self.io.begin()
+            try:
+                self.thaw(tx, epoch)
+            except BaseException:
+                self.io.abort(tx)
+                raise
+            self.io.commit(tx, durable=True)
+
+    def frozen_segments(self, epoch: int, name: bytes) -> tuple[Queue, FrozenQueue, list[tuple[int, SegmentRecord]]]:
+        """The live queue, what snapshot ``epoch`` froze of it, and its sealed segments then."""
+        fq = self.frozen.get(epoch, {}).get(name)
+        q = self.queues.get(name)
+        if fq is None or q is None or q.qid != fq.qid:
+            raise FsError(errno.ENOENT, f"snapshot {epoch} holds no queue {name.decode(errors='replace')!r}")
+        with q.lock:
+            segs = [(key_seq(k), SegmentRecord.unpack(v))
+                    for k, v in self.t["segments"].items(seq_key(fq.qid, fq.first_seq), seq_key(fq.qid, fq.sealed_end))]
+        return q, fq, segs
 
     # ----- shutdown -----------------------------------------------------------------------------
     def close(self) -> None:

@@ -136,7 +136,7 @@ class Queues(Subtree):
         self._interval = commit_interval
         self._opened = True
         if has_queues(self._engine):
-            self._store = QueueStore(self._engine, commit_interval=commit_interval)
+            self._store = self._snapshots_known(QueueStore(self._engine, commit_interval=commit_interval))
 
     @property
     def store(self) -> QueueStore | None:
@@ -147,8 +147,31 @@ class Queues(Subtree):
             if self._store is None:
                 if not self._opened:
                     raise FsError(errno.EROFS, "/queues: the filesystem is not open for use")
-                self._store = QueueStore(self._engine, commit_interval=self._interval)
+                self._store = self._snapshots_known(QueueStore(self._engine, commit_interval=self._interval))
             return self._store
+
+    # ----- snapshots (fs/snapshot_store.py's holders; fs/queues/frozen.py serves them) ---------
+    snapshots = None  # the SnapshotStore, set where both are made
+
+    def _snapshots_known(self, store: QueueStore) -> QueueStore:
+        """A store just opened: it names the snapshots holding a queue, and forgets what the
+        snapshots deleted before it was open froze."""
+        if self.snapshots is not None:
+            snaps = self.snapshots
+            store.snapshot_name = lambda epoch: None if (s := snaps.by_epoch(epoch)) is None else s.name
+            store.keep_frozen(lambda epoch: snaps.by_epoch(epoch) is not None)
+        return store
+
+    def prepare_snapshot(self) -> None:
+        """(The store is open whenever there are queues to freeze.)"""
+
+    def freeze(self, tx, epoch: int) -> None:
+        if self._store is not None:
+            self._store.freeze(tx, epoch)
+
+    def thaw(self, tx, epoch: int) -> None:
+        if self._store is not None:
+            self._store.thaw(tx, epoch)
 
     def close(self) -> None:
         """Clean close of the store (before the engine's)."""

@@ -43,6 +43,9 @@ TREE_BITS = 32
 FROZEN = 1 << 31  # snapshot-local numbers of the frozen tables (fs/tables/frozen.py)
 TABLES_NAME = b"tables"
 TABLES_COOKIE = DOTS + 5  # the tables' entry in a snapshot's root (the live root's cookie for /tables)
+QUEUES = FROZEN | 1 << 30  # ... of the frozen queues (fs/queues/frozen.py)
+QUEUES_NAME = b"queues"
+QUEUES_COOKIE = DOTS + 3
 INFO_XATTR = b"trax.snapshot"
 
 
@@ -71,6 +74,7 @@ class Snapshots(Subtree):
         self.store = view.store
         self._made_ns = time.time_ns()
         self.tables = None  # fs/tables/frozen.FrozenTables, when the filesystem serves /tables
+        self.queues = None  # fs/queues/frozen.FrozenQueues, when it serves /queues
 
     # ----- numbers ------------------------------------------------------------------------------
     def _ino(self, epoch: int, tree_ino: int) -> int:
@@ -90,11 +94,18 @@ class Snapshots(Subtree):
         node.ino = self._ino(epoch, tree_ino)
         return node
 
+    def _frozen(self, local: int):
+        """What serves a frozen number: the queues' or the tables'."""
+        got = self.queues if local & QUEUES == QUEUES else self.tables
+        if got is None:
+            raise FsError(errno.ENOENT, f"no frozen entry {local:#x}")
+        return got
+
     def _frozen_attrs(self, epoch: int, local: int) -> Inode:
         snap = self.store.by_epoch(epoch)
-        if snap is None or self.tables is None:
+        if snap is None:
             raise FsError(errno.ENOENT, f"snapshot {epoch} does not exist (deleted)")
-        return self.tables.attrs(epoch, local, subtree_ino(self.tag, epoch << TREE_BITS | local), snap.created_ns)
+        return self._frozen(local).attrs(epoch, local, subtree_ino(self.tag, epoch << TREE_BITS | local), snap.created_ns)
 
     def _top(self) -> Inode:
         node = read_only_dir(self.top_ino, self._made_ns)
@@ -125,11 +136,13 @@ class Snapshots(Subtree):
         if tree_ino & FROZEN:
             self._frozen_attrs(epoch, tree_ino)
             if name == b"..":
-                up = self.tables.parent(epoch, tree_ino)
+                up = self._frozen(tree_ino).parent(epoch, tree_ino)
                 return self._attrs(epoch, ROOT_INO) if up is None else self._frozen_attrs(epoch, up)
-            return self._frozen_attrs(epoch, self.tables.lookup(epoch, tree_ino, name))
+            return self._frozen_attrs(epoch, self._frozen(tree_ino).lookup(epoch, tree_ino, name))
         if tree_ino == ROOT_INO and name == TABLES_NAME and self.tables is not None:
             return self._frozen_attrs(epoch, FROZEN)
+        if tree_ino == ROOT_INO and name == QUEUES_NAME and self.queues is not None:
+            return self._frozen_attrs(epoch, QUEUES)
         return self._attrs(epoch, self.view.child(epoch, tree_ino, name))
 
     def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
@@ -146,16 +159,20 @@ class Snapshots(Subtree):
         if tree_ino & FROZEN:
             self._frozen_attrs(epoch, tree_ino)
             return [(name, self._frozen_attrs(epoch, local), cookie)
-                    for name, local, cookie in self.tables.readdir(epoch, tree_ino, after)[:limit]]
+                    for name, local, cookie in self._frozen(tree_ino).readdir(epoch, tree_ino, after)[:limit]]
         node = self.view.attrs(epoch, tree_ino)
         if not node.is_dir:
             raise FsError(errno.ENOTDIR, f"inode {ino} is not a directory")
         out = []
-        tables_here = tree_ino == ROOT_INO and self.tables is not None
-        if tables_here and after < TABLES_COOKIE:
-            out.append((TABLES_NAME, self._frozen_attrs(epoch, FROZEN), TABLES_COOKIE))
+        hidden = set()  # the tree's own entries the frozen ones hide (as /queues and /tables do)
+        for name, served, local, cookie in ((QUEUES_NAME, self.queues, QUEUES, QUEUES_COOKIE),
+                                            (TABLES_NAME, self.tables, FROZEN, TABLES_COOKIE)):
+            if tree_ino == ROOT_INO and served is not None:
+                hidden.add(name)
+                if after < cookie and len(out) < limit:
+                    out.append((name, self._frozen_attrs(epoch, local), cookie))
         for name, child, cookie in self.view.readdir(epoch, tree_ino, after, limit - len(out)):
-            if tables_here and name == TABLES_NAME:  # (hidden by the frozen tables, as /tables hides it)
+            if name in hidden:
                 continue
             try:
                 out.append((name, self._attrs(epoch, child), cookie))
@@ -206,7 +223,7 @@ class Snapshots(Subtree):
             raise FsError(errno.EROFS, "a snapshot is read-only")
         epoch, tree_ino = self._split(ino)
         if tree_ino & FROZEN:
-            return self.tables.open(epoch, tree_ino, flags)
+            return self._frozen(tree_ino).open(epoch, tree_ino, flags)
         return SnapshotFile(self.view, epoch, tree_ino)
 
     # ----- taking and deleting snapshots --------------------------------------------------------
