@@ -10,9 +10,9 @@
   façade's rule for crossing a subtree).
 * **Inode numbers** are ``subtree_ino(2, id << 32 | tree inode)`` (the snapshot's id is its
   epoch, below 2^16; the top is local number 1): stable across remounts. A tree inode number of
-  2^31 or more cannot be numbered so (2^31 and up number the frozen tables): EOVERFLOW for its lookup, and listings leave it out (the
-  tree hands numbers out from 2 upwards in blocks of 1024; reaching 2^32 takes four billion
-  creates).
+  2^31 or more cannot be numbered so (2^31 and up number the frozen queues and tables):
+  EOVERFLOW for its lookup, and listings leave it out (the tree hands numbers out from 2
+  upwards in blocks of 1024; reaching 2^31 takes two billion creates).
 * ``trax.snapshot`` of ``/.snapshots/NAME`` (computed, not listed): name, id, creation time and
   the bytes only that snapshot holds, as JSON (``trax snapshot list`` reads it).
 * ``/.snapshots/NAME/tables/`` holds the tables as the snapshot froze them (their versions
@@ -20,8 +20,12 @@
   ``rows.jsonl``, ``columns/...``, ``schema`` and ``status.json`` show that version's rows. Its
   numbers are the snapshot-local numbers with bit 31 set (tree inodes of 2^31 or more have none
   here). A table a snapshot holds cannot be removed (EBUSY) until the snapshot is deleted.
-* ``/queues`` is a subtree of its own, not records of the tree: a snapshot does not hold it yet
-  (a ``queues`` entry in a snapshot's root is the tree's plain folder mkfs made).
+* ``/.snapshots/NAME/queues/`` holds the queues as the snapshot froze them
+  (``fs/queues/frozen.py``): each queue's sealed ``segments/`` then and its ``status.json`` then;
+  the snapshot pins those records against retention, and a queue it holds cannot be removed
+  (EBUSY). Numbers with bits 31 and 30 set. The tree's own ``queues`` and ``tables`` entries of a
+  snapshot's root (mkfs's plain folders) are hidden by these, as ``/queues`` and ``/tables`` hide
+  them in the live root.
 """
 
 from __future__ import annotations
