@@ -76,6 +76,7 @@ def check_queues(store, repair: bool = False) -> QueueCheck:
         _views(store, q, live_end, out, repair)
         _segments(store, q, live_end, out, repair)
     _orphans(store, out, repair)
+    out.problems += _frozen(store)
     out.counts = {"queues": len(store.names()), "blocks": blocks, "records": records, "pages": len(out.pages)}
     return out
 
@@ -209,6 +210,23 @@ def _segments(store, q, live_end: int, out: QueueCheck, repair: bool) -> None:
                  lambda tx, key=key: t["segments"].delete(tx, key))
             continue
         end = s.end
+
+
+def _frozen(store) -> list[str]:
+    """What snapshots froze (``QueueStore.freeze``) must still be there: the queue, and every
+    record from the frozen first one on (the snapshot pins them). Reported, not repaired: the
+    lost records cannot come back."""
+    out = []
+    for epoch, queues in sorted(store.frozen.items()):
+        for name, fq in sorted(queues.items()):
+            q = store.queues.get(name)
+            where = f"snapshot {epoch}: frozen queue {name.decode(errors='replace')!r}"
+            if q is None or q.qid != fq.qid:
+                out.append(f"{where}: the queue (id {fq.qid}) is gone, though the snapshot holds it")
+            elif q.blocks and q.first_seq > fq.first_seq:
+                out.append(f"{where}: records from {fq.first_seq} were reclaimed (the queue starts at {q.first_seq}), "
+                           f"though the snapshot pins them")
+    return out
 
 
 def _orphans(store, out: QueueCheck, repair: bool) -> None:

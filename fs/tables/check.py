@@ -187,6 +187,16 @@ def check_tables(store) -> TableCheck:
         if r.pages and not rejected_ok(r)(store.io.raw.read(r.page * PAGE_SIZE, r.size)):
             out.problems.append(f"{where}: checksum mismatch")
         out.pages.update(range(r.page, r.page + r.pages))
+    for epoch, frozen in sorted(store.frozen.items()):  # what snapshots froze: a prefix of a live table
+        for name, f in sorted(frozen.items()):
+            live = store.tables.get(name)
+            where = f"snapshot {epoch}: frozen table {name.decode(errors='replace')!r}"
+            if live is None or live.rec.tid != f.tid:
+                out.problems.append(f"{where}: the table (id {f.tid}) is gone, though the snapshot holds it")
+            elif f.version > live.rec.version or f.npages > live.rec.npages or \
+                    sum(e.rows for e in live.pages[: f.npages]) != f.rows:
+                out.problems.append(f"{where}: version {f.version} ({f.npages} pages, {f.rows} rows) is not a "
+                                    f"prefix of the table's pages")
     doomed = {U64.unpack(k[len(DOOMED) :])[0] for k in store.t["tables"].keys(DOOMED, DOOMED + b"\xff")}
     for tree in ("pages", "keys", "rejected", "ingested"):
         stray = {U64.unpack(k[:8])[0] for k in store.t[tree].keys()} - tids - doomed
