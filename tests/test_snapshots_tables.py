@@ -217,3 +217,35 @@ def test_queue_frozen_in_snapshot_pins_its_records_and_holds_it(m):
     r = m.fsck()
     assert r.returncode == 0, r.stdout + r.stderr
     m.start()
+
+
+def test_frozen_tables_and_queues_survive_sigkill_and_a_delete_interrupted(m):
+    """A snapshot whose create was acknowledged keeps its frozen table and queue through a
+    SIGKILL of the daemon (the records are durable with it); one deleted before the SIGKILL
+    stays deleted and holds nothing."""
+    mp = m.mp
+    t = new_table(mp, "t")
+    ingest(t, "a.csv", rows(0, 30))
+    q = new_queue(mp, "q")
+    append(q, 0, 100)
+    segs = segments(q)
+    (mp / ".snapshots" / "kept").mkdir()
+    (mp / ".snapshots" / "gone").mkdir()
+    ingest(t, "b.csv", rows(30, 60))
+    append(q, 100, 200)
+    (mp / ".snapshots" / "gone").rmdir()
+    m.kill()
+    m.start()
+    s = mp / ".snapshots" / "kept"
+    assert sorted(os.listdir(mp / ".snapshots")) == ["kept"]
+    assert (s / "tables" / "t" / "rows.csv").read_bytes() == csv(rows(0, 30))
+    assert segments(s / "queues" / "q") == segs
+    expect_errno(errno.EBUSY, os.rmdir, q)
+    expect_errno(errno.EBUSY, os.rmdir, t)
+    s.rmdir()
+    os.rmdir(q)
+    os.rmdir(t)
+    m.stop()
+    r = m.fsck()
+    assert r.returncode == 0, r.stdout + r.stderr
+    m.start()
