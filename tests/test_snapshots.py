@@ -453,3 +453,38 @@ def test_a_tree_inode_past_31_bits_has_no_number_in_a_snapshot(tmp_path):
         assert read_all(fs, big) == b"x"
     finally:
         fs.close()
+
+
+def test_an_interrupted_delete_releases_the_frozen_queues_and_tables(tmp_path):
+    """A delete a crash interrupted is finished at mount: the tables' frozen records go in its
+    last transaction; the queue store, opened after it, drops the gone snapshot's records and
+    pins (``QueueStore.keep_frozen``); fsck is clean."""
+    from traxfs.fs.queues.index import FROZEN as QFROZEN
+    from traxfs.fs.snapshot_store import _REC, DELETING
+    from traxfs.fs.tables.index import FROZEN as TFROZEN
+
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        q = fs.queues._made_store().create(b"q")
+        q.append(b"one\ntwo\n")
+        tables = fs._root_names[b"tables"]
+        table = tables.store.create(b"t", "id int64")
+        tables.store.append(table, [[1, 2]])
+        fs.mkdir(TOP, b"keep", 0o755, 0, 0)
+        fs.mkdir(TOP, b"gone", 0o755, 0, 0)
+        gone = fs.snapshots.by_name(b"gone")
+        with fs.repair.transaction() as ftx:
+            fs.t["snapshots"].put(ftx.tx, U64.pack(gone.epoch), _REC.pack(DELETING, gone.created_ns) + b"gone")
+        fs.sync()
+        fs = reopen(fs, crash=True)
+        keep = fs.snapshots.by_name(b"keep").epoch
+        qs, ts = fs.queues.store, fs._root_names[b"tables"].store
+        assert sorted(qs.frozen) == sorted(ts.frozen) == [keep]
+        assert [k[len(QFROZEN):len(QFROZEN) + 8] for k in qs.t["queues"].keys(QFROZEN, QFROZEN + b"\xff")] == \
+            [U64.pack(keep)]
+        assert [k[len(TFROZEN):len(TFROZEN) + 8] for k in ts.t["tables"].keys(TFROZEN, TFROZEN + b"\xff")] == \
+            [U64.pack(keep)]
+        assert set(qs.get(b"q").pins) == {-keep}
+        assert fsck(fs).problems == []
+    finally:
+        fs.close()
