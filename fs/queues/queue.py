@@ -22,10 +22,10 @@ reservation) are skipped, so no consumer ever sees one number mean two records. 
 lowers ``reserved`` to the end, and the next open continues without a gap.
 
 **Retention and reclaim.** A block is reclaimed (its pages freed, reusable once that is
-durable) when no view and no open reader needs it — every view's head and every reader is
-past its last record — and the history does not: the retention keeps records younger than
-``retain_age_seconds`` and among the last ``retain_count`` (a limit set to null does not
-limit). The tail is never reclaimed. Segments go with their first record.
+durable) when no view, no open reader and no snapshot needs it — every view's head, every
+reader and every snapshot's frozen first record (``store.py``) is past its last record — and
+the history does not: the retention keeps records younger than ``retain_age_seconds`` and among
+the last ``retain_count`` (a limit set to null does not limit). The tail is never reclaimed. Segments go with their first record.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Queue:
         self.last_ts = 0
         self.next_ordinal = 0
         self.views: dict[bytes, ViewRecord] = {}
-        self.pins: dict[int, int] = {}  # open readers: id -> sequence number they need
+        self.pins: dict[int, int] = {}  # open readers (id > 0), snapshots (-epoch) -> sequence number they need
         self.seg_first = rec.reserved  # the open segment: first record, records, bytes, first timestamp
         self.seg_count = self.seg_bytes = self.seg_ts = 0
         self.last_persist = time.monotonic()

@@ -215,7 +215,7 @@ class FrozenTables:
         view = self._view_of(epoch, table, kind)
         if view is None:
             raise FsError(errno.ENOENT, f"no view {kind:#x} of table {table.name!r}")
-        live = self.subtree.hold_reader(table.name)
         reader = ViewReader(self.store, table, table.snapshot(), view[0], view[1],
                             f"snapshot {epoch}: table {table.name.decode(errors='replace')}")
+        live = self.subtree.hold_reader(table.name)
         return FrozenViewHandle(self.subtree, reader, live)
