@@ -20,6 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from traxfs.fs.datamap import dead_runs
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.fsck import fsck
@@ -149,6 +150,11 @@ class SnapshotMachine(RuleBasedStateMachine):
             assert tree_files(self.fs, root) == files, name
         if not self.snaps:
             assert dead_entries(self.fs) == 0 and len(self.fs.t["hist"]) == 0
+        chain = self.fs.chain  # nothing kept that no snapshot needs (no space leaks)
+        for first, count, birth, death in dead_runs(self.fs.t["dead"]):
+            assert chain.needed(birth, death), (first, count, birth, death, chain.epochs)
+        for k in self.fs.t["hist_epochs"].keys():
+            assert U64.unpack(k[:8])[0] in chain.epochs
 
     def teardown(self):
         try:
@@ -167,7 +173,7 @@ class SnapshotMachine(RuleBasedStateMachine):
 
 
 TestSnapshotMachine = SnapshotMachine.TestCase
-TestSnapshotMachine.settings = settings(max_examples=25, stateful_step_count=25, phases=IO_PHASES)
+TestSnapshotMachine.settings = settings(max_examples=40, stateful_step_count=25, phases=IO_PHASES)
 
 
 # ----- fixed cases -------------------------------------------------------------------------------
