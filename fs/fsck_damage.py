@@ -183,7 +183,7 @@ def unowned_pages(fs: FileSystem, trees: dict[str, Salvage]) -> list[int]:
 def _owned(fs: FileSystem, trees: dict[str, Salvage], damaged: bool) -> set[int]:
     """Pages something owns: the engine, a tree (its readable pages, and with ``damaged`` its
     damaged ones), an extent, the queue store (its trees and blocks, read as far as they can
-    be: ``traxfs.fs.queues.check.owned_pages``) or the table store (its trees and PAX pages)."""
+    be: ``traxfs.fs.queues.check.owned_pages``) or the table store (its trees, PAX pages and rejected files)."""
     owned = set(fs.e.engine_pages()) | extent_pages(trees["extents"].entries) | queue_pages(fs.e)
     owned |= dead_pages(trees["dead"].entries)
     owned |= table_pages(fs.e)

@@ -16,7 +16,6 @@ from .inodes import Inodes
 from .keys import U64, Inode, dirent_key, ino_key
 from .lifetime import Lifetime
 from .limits import ROOT_INO, now_ns
-from .tables.store import TableStore
 from .tables.subtree import TablesSubtree
 from .trees import KEY_NEXT_INO, VERSION, create_trees, open_trees, upgrade
 
@@ -109,7 +108,7 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
         fs = cls(eng, trees, sb)
         resolve_pending(fs.inodes)  # overwrite intents a crash left: part of recovery, also for fsck
         if not checking:
-            fs.add_subtree(TablesSubtree(TableStore(eng)))  # (fsck opens the store itself)
+            fs.add_subtree(TablesSubtree(eng))  # its store opens at first use (fsck opens one itself)
             fs.snapshots.finish()  # deletes a stop interrupted
             fs.lifetime.reap_orphans()
             if eng.crashed:

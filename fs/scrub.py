@@ -5,7 +5,8 @@ Reads go to every copy the device holds (``engine.raw.copies``: each in-sync leg
 not through the buffer or the read path, because a read takes one copy and a damaged leg would
 hide behind a good one. An engine page passes if it verifies as a page; a file data page if it
 matches its checksum (``fs/datasums.py``) over the bytes the file's size covers; a queue block
-(``fs/queues``) if its header and every frame up to what its index vouches for pass. Other pages
+(``fs/queues``) if its header and every frame up to what its index vouches for pass; a table's
+PAX page if its header and minipages do, a rejected ingest file if its crc32c does. Other pages
 that no extent owns are the engine's; preallocated data pages never written have no checksum and
 are counted, not read.
 
@@ -25,7 +26,7 @@ from .engine.check import page_runs
 from .engine.page import PAGE_SIZE, PageCorrupt, verify
 from .keys import U64, Inode, unpack_extent
 from .queues.check import block_ok, queue_blocks
-from .tables.check import page_ok, pax_pages
+from .tables.check import page_ok, pax_pages, rejected_files, rejected_ok
 
 EXIT_CLEAN, EXIT_REPAIRED, EXIT_DAMAGED, EXIT_OPERATIONAL = 0, 1, 4, 8
 
@@ -38,6 +39,7 @@ class ScrubReport:
     unverified_pages: int = 0  # data inside a file's size without a checksum (format 1 data)
     queue_blocks: int = 0  # blocks of the queue store (each verified whole: header and frames)
     pax_pages: int = 0  # PAX pages of the table store (each verified whole: header and minipages)
+    rejected_files: int = 0  # files an ingest refused, kept by the table store (each by its crc32c)
     copies: int = 1
     damaged: list[str] = field(default_factory=list)  # damage found and left (check only)
     repaired: list[str] = field(default_factory=list)
@@ -53,6 +55,7 @@ class ScrubReport:
         return {"engine_pages": self.engine_pages, "data_pages": self.data_pages,
                 "unwritten_pages": self.unwritten_pages, "unverified_pages": self.unverified_pages,
                 "queue_blocks": self.queue_blocks, "pax_pages": self.pax_pages,
+                "rejected_files": self.rejected_files,
                 "copies": self.copies, "damaged": self.damaged, "repaired": self.repaired,
                 "unrepairable": self.unrepairable, "exit_code": self.exit_code}
 
@@ -130,6 +133,8 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
     queue = {p for _, _, e in blocks for p in range(e.page, e.page + e.pages)}
     paxes = pax_pages(fs.e)  # PAX pages of tables: verified whole (header, minipages), below
     queue |= {p for _, _, e in paxes for p in range(e.page, e.page + e.pages)}
+    rejected = rejected_files(fs.e)  # files an ingest refused: verified by their crc32c, below
+    queue |= {p for _, _, r in rejected for p in range(r.page, r.page + r.pages)}
     pages = sorted(owners.pages()) if data_only else [p for p in fs.e.pages_in_use() if p not in queue]
     done = 0
     for first, count in page_runs(pages):
@@ -171,6 +176,11 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
         what = f"table id {tid}: PAX page {seq} (device page {e.page})"
         _judge(rep, raw, what, e.page * PAGE_SIZE, raw.copies(e.page * PAGE_SIZE, e.pages * PAGE_SIZE),
                page_ok(tid, seq, e), repair)
+    for tid, fname, r in [] if data_only else rejected:
+        if r.pages:
+            rep.rejected_files += 1
+            what = f"table id {tid}: rejected file {fname.decode(errors='replace')!r} (device page {r.page})"
+            _judge(rep, raw, what, r.page * PAGE_SIZE, raw.copies(r.page * PAGE_SIZE, r.size), rejected_ok(r), repair)
     if rep.repaired:
         raw.flush()
     return rep

@@ -30,7 +30,7 @@ LAYERS = (
     ("structures", ("fs/struct",)),
     ("filesystem", ("fs", "fs/subtrees", "fs/queues", "fs/tables")),
     ("FUSE adapter", ("fs/fuse",)),
-    ("tools", ("tools", "tools/atropos")),
+    ("tools", ("tools", "tools/atropos", "tools/pipeline")),
 )
 RANK = {folder: rank for rank, (_, folders) in enumerate(LAYERS) for folder in folders}
 LAYER_NAME = {folder: name for name, folders in LAYERS for folder in folders}

@@ -62,7 +62,9 @@ class Journal:
     def judge(self, q, next_batch: int) -> None:
         """Check the reopened queue ``q``; then adopt what survived."""
         for v in set(self.heads) | set(self.pending):
-            allowed = {self.heads.get(v), self.pending.get(v)} - {None}
+            # a head retention has passed (records reclaimed below it) is clamped to the oldest
+            # retained record when the queue loads
+            allowed = {max(h, q.first_seq) for h in (self.heads.get(v), self.pending.get(v)) if h is not None}
             assert q.views[v.encode()].head in allowed, f"view {v}: head {q.views[v.encode()].head}, committed {allowed}"
             self.heads[v] = q.views[v.encode()].head
         self.pending.clear()

@@ -57,12 +57,15 @@ def test_fsck_repair_keeps_every_row(tmp_path):
 @pytest.mark.parametrize("what", ["tree", "map"])
 def test_fsck_repairing_a_damaged_filesystem_keeps_the_tables(tmp_path, what):
     """The damage pass rebuilds a damaged map from what is owned and frees what no structure
-    owns: the table store's trees and PAX pages are owned."""
+    owns: the table store's trees, PAX pages and rejected files are owned."""
     from test_fs_repair import _pages_offset, damage, flip
 
     path = tmp_path / "fs.img"
     fs = _fs_with_a_table(str(path), files=200)
     before = _all_rows(fs)
+    store = fs._root_names[b"tables"].store
+    rejected = b"a,b,c\n" + b"x,y,z\n" * 3000
+    store.reject(store.get(b"t"), b"bad.csv", rejected, "line 2, column 1 (a): invalid literal")
     fs.close()
     if what == "tree":
         damage(path, "dirents", "leaf")
@@ -74,6 +77,8 @@ def test_fsck_repairing_a_damaged_filesystem_keeps_the_tables(tmp_path, what):
     assert rep.exit_code == EXIT_CLEAN and rep.counts["table_rows"] == ROWS, rep.as_dict()
     fs = FileSystem.open(ImageFileDevice(str(path)))
     assert _all_rows(fs) == before
+    store = fs._root_names[b"tables"].store
+    assert [store.rejected_bytes(r, "t") for _, r in store.rejected(store.get(b"t"))] == [rejected]
     fs.close()
 
 
@@ -143,3 +148,36 @@ def test_fsck_checks_the_key_index(tmp_path):
     rep = check_device(ImageFileDevice(path), repair=False, where=path)
     assert rep.exit_code == EXIT_UNCORRECTED and rep.problems == [
         "tables: table k: the key index disagrees with the rows (1 key(s) missing, 0 extra, 0 naming the wrong row)"]
+
+
+def test_rejected_files_are_owned_checked_and_scrubbed(tmp_path):
+    """A rejected file's raw pages: owned (fsck --repair keeps them), verified by fsck and scrub
+    against its crc32c, and given back with its table."""
+    from traxfs.fs.scrub import scrub
+
+    path = str(tmp_path / "fs.img")
+    fs = _fs_with_a_table(path)
+    store: TableStore = fs._root_names[b"tables"].store
+    t = store.get(b"t")
+    data = b"a,b,c\n" + b"1,x,oops\n" * 2000
+    rec = store.reject(t, b"bad.csv", data, "line 2, column 3 (c): could not convert")
+    assert rec.pages == -(-len(data) // PAGE_SIZE) and store.rejected_bytes(rec, "t") == data
+    rep = scrub(fs, repair=False)
+    assert rep.exit_code == 0 and rep.rejected_files == 1, rep.as_dict()
+    fs.close()
+    assert check_device(ImageFileDevice(path), repair=True, where=path).exit_code == EXIT_CLEAN
+    fs = FileSystem.open(ImageFileDevice(path))
+    store = fs._root_names[b"tables"].store
+    assert [(n, store.rejected_bytes(r, "t")) for n, r in store.rejected(store.get(b"t"))] == [(b"bad.csv", data)]
+    fs.e.raw.write(rec.page * PAGE_SIZE + 100, b"\xff")
+    assert scrub(fs, repair=False).unrepairable == [f"table id {t.rec.tid}: rejected file 'bad.csv' (device "
+                                                    f"page {rec.page}): no good copy"]
+    fs.close()
+    rep = check_device(ImageFileDevice(path), repair=False, where=path)
+    assert any("rejected file 'bad.csv'" in p and "checksum" in p for p in rep.problems), rep.as_dict()
+    fs = FileSystem.open(ImageFileDevice(path))
+    free = fs.e.free_pages()
+    fs._root_names[b"tables"].store.remove(b"t")
+    fs.e.make_durable()
+    assert fs.e.free_pages() >= free + rec.pages
+    fs.close()

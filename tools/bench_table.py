@@ -1,6 +1,6 @@
 """Table benchmark: LINEITEM ingested into a table and read back through its views, in one run.
 
-``python -m traxfs.tools.bench_table [--workdir DIR] [--rows 500000] [--json FILE]``
+``python -m traxfs.tools.bench_table [--workdir DIR] [--rows 500000] [--paths c,python] [--json FILE]``
 
 The filesystem runs in this process on an engine over a sparse image file in ``--workdir`` (the
 mount's code path minus FUSE: the calls the FUSE adapter makes, ``FileSystem.create_file`` /
@@ -9,7 +9,9 @@ mount's code path minus FUSE: the calls the FUSE adapter makes, ``FileSystem.cre
 * **ingest**: one CSV file of ``--rows`` LINEITEM rows (``tools/atropos/lineitem.py``: the dbgen
   columns and distributions) written into ``ingest/`` and closed: rows/s of the close (parse,
   check, PAX encode, raw writes, one durable commit) against the target of 100,000 rows/s, and
-  the parse alone;
+  the parse alone, and the parse alone of the same rows as JSON lines (the table's
+  ``rows.jsonl``); once per path (``--paths``): ``c`` parses and encodes in ``ext/csvcolumns``,
+  ``python`` in the reference Python code, each on a fresh filesystem;
 * **scans**: ``rows.csv`` (all 16 columns, the baseline) beside the projections TPC-H Q1 (7
   columns) and Q6 (4 columns) need, read whole in 1 MiB reads: bytes read from the volume
   (minipages), bytes served, wall time.
@@ -28,7 +30,9 @@ from pathlib import Path
 
 from ..fs.filesystem import FileSystem
 from ..fs.limits import ROOT_INO
-from ..fs.tables.ingest import parse_csv
+from ..fs.tables import ingest as ingest_mod
+from ..fs.tables import pax
+from ..fs.tables.ingest import parse_csv, parse_jsonl
 from ..volume.device import create_image
 from .atropos.lineitem import ATTRIBUTES, QUERY_ATTRIBUTES, rows
 
@@ -86,7 +90,16 @@ def _read_all(fs: FileSystem, path: str) -> tuple[int, float]:
     return n, dt
 
 
-def run(workdir: Path, count: int) -> dict:
+def run(workdir: Path, count: int, path: str = "c") -> dict:
+    """One ingest and the scans, with the C (``c``) or the Python (``python``) parse and encode."""
+    ingest_mod.FAST = pax.FAST = path == "c"
+    try:
+        return _run(workdir, count)
+    finally:
+        ingest_mod.FAST = pax.FAST = True
+
+
+def _run(workdir: Path, count: int) -> dict:
     image = workdir / "table.img"
     dev = create_image(str(image), max(1 << 30, count * 600))
     FileSystem.mkfs(dev)
@@ -126,17 +139,33 @@ def run(workdir: Path, count: int) -> dict:
             served, secs = _read_all(fs, f"tables/lineitem/{rel}")
             report["scans"][label] = {"volume_bytes": store.bytes_read - before, "served_bytes": served,
                                       "wall_s": secs}
+        jsonl = _read_bytes(fs, "tables/lineitem/rows.jsonl")  # the same rows as JSON lines
+        t0 = time.perf_counter()
+        parsed = parse_jsonl(parse_schema(SCHEMA), jsonl)
+        report["jsonl_parse_only_rows_per_s"] = count / (time.perf_counter() - t0)
+        assert len(parsed[0]) == count
         return report
     finally:
         fs.close()
         dev.close()
 
 
+def _read_bytes(fs: FileSystem, path: str) -> bytes:
+    h = fs.open_file(_lookup(fs, path), os.O_RDONLY)
+    parts, off = [], 0
+    while b := h.read(off, 1 << 20):
+        parts.append(b)
+        off += len(b)
+    h.release()
+    return b"".join(parts)
+
+
 def text(r: dict) -> str:
-    lines = [f"LINEITEM, {r['rows']:,} rows, {r['csv_bytes']:,} bytes of CSV -> {r['pax_pages']} PAX pages "
+    lines = [f"path: {r['path']}", f"LINEITEM, {r['rows']:,} rows, {r['csv_bytes']:,} bytes of CSV -> {r['pax_pages']} PAX pages "
              f"({r['engine_pages']:,} engine pages)",
              f"ingest (one CSV file, close to commit): {r['ingest_rows_per_s']:,.0f} rows/s  "
              f"(target {r['target_rows_per_s']:,}; parse alone {r['parse_only_rows_per_s']:,.0f} rows/s)",
+             f"JSON lines of the same rows (rows.jsonl), parse alone: {r['jsonl_parse_only_rows_per_s']:,.0f} rows/s",
              f"{'view':<32} {'volume bytes':>14} {'served bytes':>14} {'wall s':>8}"]
     base = r["scans"]["rows.csv (16 columns)"]["volume_bytes"]
     for label, s in r["scans"].items():
@@ -149,21 +178,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="bench_table", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", type=Path, help="folder for the image (default: a temporary folder, removed)")
     ap.add_argument("--rows", type=int, default=500_000)
+    ap.add_argument("--paths", default="c,python", help="parse+encode paths to run, in order: c, python")
     ap.add_argument("--json", type=Path, help="also write the report here")
     a = ap.parse_args()
     own = a.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="bench_table.")) if own else a.workdir
     workdir.mkdir(parents=True, exist_ok=True)
+    reports = []
     try:
-        r = run(workdir, a.rows)
+        for path in a.paths.split(","):
+            if path not in ("c", "python"):
+                raise SystemExit(f"bench_table: unknown path {path!r} (c, python)")
+            reports.append(dict(run(workdir, a.rows, path), path=path))
+            (workdir / "table.img").unlink(missing_ok=True)
+            print(text(reports[-1]), flush=True)
     finally:
         if own:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             (workdir / "table.img").unlink(missing_ok=True)
-    print(text(r))
     if a.json:
-        a.json.write_text(json.dumps(r, indent=2))
+        a.json.write_text(json.dumps(reports, indent=2))
 
 
 if __name__ == "__main__":

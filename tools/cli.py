@@ -27,7 +27,7 @@ from ..volume.locks import WRITE_HINT, device_lock
 from ..volume.model import LAYOUTS, LogicalVolume, VolumeGroupMeta
 from ..volume.registry import Registry
 from ..volume.scan import pv_create, scan, scan_one
-from .cli_types import SIZE_HELP, BadUsage, count, file_name, name, size, vg_lv
+from .cli_types import SIZE_HELP, BadUsage, count, file_name, fraction, name, size, vg_lv
 from .mounts import check_mountpoint
 from .sizes import format_size
 
@@ -365,7 +365,7 @@ def cmd_lv_expose(a: argparse.Namespace, reg: Registry, out: Output) -> None:
 def cmd_demo(a: argparse.Namespace, reg: Registry, out: Output) -> None:
     from .demo import run_demo
 
-    run_demo(a.workdir, size=a.size, as_json=out.as_json, rows=a.rows, volumes=a.volumes)
+    run_demo(a.workdir, scale=a.scale, master=a.master, as_json=out.as_json, volumes=a.volumes, size=a.size)
 
 
 # ----- parser ---------------------------------------------------------------------------------
@@ -510,13 +510,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_table_parsers(top, sub, common)
 
-    q = sub(top, "demo", cmd_demo, "the main job: a volume on image files, mkfs, mount, fio and a Spark job "
-            "through the mount, unmount, fsck, a report")
-    q.add_argument("--workdir", default="work", help="folder for the image files (default ./work)")
-    q.add_argument("--size", type=size, default=1 << 30, help=f"size of each of the 4 image files (default 1G); "
-                   f"{SIZE_HELP}")
-    q.add_argument("--rows", type=count(1), default=200_000, help="rows per Spark data set (default 200000)")
-    q.add_argument("--volumes", action="store_true", help="first, one volume of each layout driven by fio")
+    q = sub(top, "demo", cmd_demo, "the main job: queue -> Spark streaming -> table -> queries -> replay on a "
+            "quadrangle volume of simulated disks, fsck, a report with plots")
+    q.add_argument("--workdir", default="work", help="folder for the disks, the mount and the report (default ./work; "
+                   "replaced)")
+    q.add_argument("--scale", type=fraction(0.01, 100), default=1.0,
+                   help="sizes: 1.0 is 100,000 events and 100,000 LINEITEM rows (default 1.0)")
+    q.add_argument("--master", help="Spark master (default local[2]; e.g. local-cluster[2,1,1024], spark://HOST:7077)")
+    q.add_argument("--volumes", action="store_true", help="also one volume of each layout on image files driven by fio")
+    q.add_argument("--size", type=size, default=1 << 30, help=f"with --volumes: size of each of the 4 image files "
+                   f"(default 1G); {SIZE_HELP}")
     return p
 
 

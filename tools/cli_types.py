@@ -55,6 +55,11 @@ def seconds(lo: float, hi: float) -> Callable[[str], float]:
     return _within(float, lo, hi, "duration", f"give seconds from {lo:g} to {hi:g}")
 
 
+def fraction(lo: float, hi: float) -> Callable[[str], float]:
+    """A number within [lo, hi]."""
+    return _within(float, lo, hi, "number", f"give a number from {lo:g} to {hi:g}")
+
+
 def count(lo: int) -> Callable[[str], int]:
     """A whole number of at least ``lo``."""
     return _within(int, lo, math.inf, "number", f"give a whole number of at least {lo}")

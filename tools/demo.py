@@ -1,30 +1,16 @@
-"""The main job (``trax demo``): the stack end to end on image files, with Spark on top.
+"""The main job (``trax demo``): the pipeline of ``tools/pipeline`` (queue → Spark streaming →
+table → queries → replay, on a quadrangle volume of simulated disks; see that package), then the
+Atropos paper checks on the disk model (``traxfs.tools.bench_atropos --quick``: the paper's
+values beside the model's), and a report (``report.json``, ``plots/*.png``, a text summary).
 
-1. four sparse image files under a work folder become a volume group, and a traxtent volume
-   (track-aligned extents) is created on it;
-2. ``trax mkfs`` puts a filesystem on the volume and ``trax mount`` mounts it (a real daemon);
-3. fio writes a file through the mount with crc32c verification;
-4. the PySpark job (``traxfs.tools.spark_job``) writes Parquet and CSV through the mount with
-   Spark's default committer, reads them back and checks them, overwrites them, and survives a
-   failed and retried task;
-5. the filesystem's own status (``/.trax/engine.json``) is saved, ``trax umount`` unmounts and
-   ``trax fsck`` must find the filesystem clean;
-6. Atropos on simulated disks: four Maxtor Atlas 10K III models (data in image files, timing
-   from the disk model) — ``trax pv extract`` must recover one disk's geometry exactly, a
-   ``quadrangle`` volume is laid out on them, and the paper's random-fetch and layout-parameter
-   experiments plus a row-major = column-major check through a real quadrangle volume run
-   (``traxfs.tools.bench_atropos --quick``; the full reproduction is that command without it);
-7. the report (``report.json``) says what ran, what was checked and how long each part took.
-
-``--volumes`` also runs the volume-layer demo first: one volume of each layout exposed as a
-file through FUSE and driven by fio (crc32c verify, 1 MiB sequential write and read).
+``--volumes`` also runs the volume-layer demo: one volume of each layout on image files, exposed
+as a file through FUSE and driven by fio (crc32c verify, 1 MiB sequential write and read).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,79 +67,33 @@ class Exposed:
         os.rmdir(self.mnt)
 
 
-def _trax(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), *args],
-                          capture_output=True, text=True, timeout=timeout)
-    if proc.returncode not in (0,):
-        raise VolumeError(f"trax {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout}")
-    return proc
-
-
 def _say(as_json: bool, text: str) -> None:
     if not as_json:
         print(text, flush=True)
 
 
-def run_demo(workdir: str, size: int = 1 << 30, as_json: bool = False, rows: int = 200_000,
-             volumes: bool = False) -> dict:
-    work = Path(workdir).resolve()
-    if work.exists():
-        for mnt in work.glob("mnt*"):
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    home = work / "home"
-    reg = Registry(home)
-    disks = [str(work / f"disk{i}.img") for i in range(DISKS)]
-    for d in disks:
-        pv_create(reg, d, size=size)
-    VolumeGroup.create(reg, "demo", disks)
-    report: dict = {"workdir": str(work), "disks": DISKS, "disk_size": size}
+def run_demo(workdir: str, scale: float = 1.0, master: str | None = None, as_json: bool = False,
+             volumes: bool = False, size: int = 1 << 30) -> dict:
+    from .pipeline import run as pipeline
+
+    report = pipeline.run(workdir, scale=scale, master=master, progress=not as_json)
+    work = Path(report["workdir"])
+    _say(as_json, pipeline.summary(report))
+    report["atropos"] = _atropos_checks(work, as_json)
     if volumes:
+        home = work / "volumes-home"
+        reg = Registry(home)
+        disks = [str(work / f"disk{i}.img") for i in range(DISKS)]
+        for d in disks:
+            pv_create(reg, d, size=size)
+        VolumeGroup.create(reg, "demo", disks)
         report["volumes"] = _volume_demo(reg, home, size // 8, as_json)
-    report["filesystem"] = _filesystem_demo(reg, home, work, size * DISKS // 2, rows, as_json)
-    report["atropos"] = _atropos_demo(home, work, as_json)
-    (work / "report.json").write_text(json.dumps(report, indent=2))
+    (work / "report.json").write_text(json.dumps(report, indent=2, default=str))
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, default=str))
     else:
         print(f"report: {work / 'report.json'}")
     return report
-
-
-def _filesystem_demo(reg: Registry, home: Path, work: Path, fs_size: int, rows: int, as_json: bool) -> dict:
-    from . import spark_job
-
-    out: dict = {"volume": "demo/fs", "layout": "traxtent", "size": fs_size}
-    with VolumeGroup.open(reg, "demo") as vg:
-        vg.create_lv("fs", fs_size, "traxtent")
-    _trax(home, "mkfs", "demo/fs", "--label", "demo")
-    mnt = work / "mnt"
-    mnt.mkdir()
-    _trax(home, "mount", "demo/fs", str(mnt))
-    _say(as_json, f"filesystem: demo/fs ({format_size(fs_size)}, traxtent) mounted on {mnt}")
-    try:
-        v = _fio([f"--filename={mnt / 'fio.dat'}", "--name=verify", "--size=64M", "--rw=write", "--bs=1M",
-                  "--ioengine=psync", "--verify=crc32c", "--verify_state_save=0", "--do_verify=1",
-                  "--verify_fatal=1", "--end_fsync=1"])
-        out["fio_verify"] = {"errors": v["jobs"][0].get("error", 0),
-                             "write_MBps": round(v["jobs"][0]["write"]["bw_bytes"] / 1e6, 1)}
-        _say(as_json, f"fio: 64 MiB written and verified (crc32c) at {out['fio_verify']['write_MBps']} MB/s")
-        _say(as_json, f"spark: {rows} rows -> Parquet and CSV through the mount ...")
-        out["spark"] = spark_job.run(mnt / "spark", rows=rows)
-        t = out["spark"]["timings_s"]
-        _say(as_json, f"spark: write/read/overwrite/retry checked in {t['total']} s "
-             f"(session {t['session']} s); retry: {out['spark']['retry']}")
-        out["status"] = json.loads((mnt / ".trax" / "engine.json").read_text())
-    finally:
-        _trax(home, "umount", str(mnt))
-    fsck = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "--home", str(home), "--json", "fsck",
-                           "demo/fs"], capture_output=True, text=True, timeout=600)
-    out["fsck"] = json.loads(fsck.stdout) if fsck.stdout.strip().startswith("{") else {"raw": fsck.stdout}
-    if fsck.returncode != 0:
-        raise VolumeError(f"fsck after the demo: exit {fsck.returncode}: {fsck.stdout} {fsck.stderr}")
-    _say(as_json, f"unmounted; fsck clean ({out['fsck']['counts']})")
-    return out
 
 
 def _volume_demo(reg: Registry, home: Path, lv_size: int, as_json: bool) -> list[dict]:
@@ -187,28 +127,7 @@ def _volume_demo(reg: Registry, home: Path, lv_size: int, as_json: bool) -> list
     return results
 
 
-def _atropos_demo(home: Path, work: Path, as_json: bool) -> dict:
-    from ..volume.disk.geometry import DiskGeometry, DiskSpec
-    from ..volume.disk.profiles import atlas10k3, scaled
-
-    disks = [str(work / f"atlas{i}.img") for i in range(DISKS)]
-    for d in disks:
-        _trax(home, "pv", "create", d, "--model", "atlas10k3", "--cylinders-per-zone", "100")
-    found = json.loads(_trax(home, "--json", "pv", "extract", disks[0]).stdout)
-    stored = next(p["geometry"] for p in json.loads(_trax(home, "--json", "pv", "list").stdout) if p["path"] == disks[0])
-    truth, got = DiskGeometry(scaled(atlas10k3(), 100)), DiskGeometry(DiskSpec.from_doc(stored["disk"]))
-    exact = truth.tracks == got.tracks and all(
-        truth.track_start(t) == got.track_start(t) and truth.skew_offset(t) == got.skew_offset(t)
-        for t in range(truth.tracks))
-    if not exact:
-        raise VolumeError("trax pv extract did not recover the simulated disk's geometry")
-    _say(as_json, f"atropos: extraction recovered {truth.tracks} tracks, {len(truth.spec.zones)} zones exactly "
-         f"({found['probes']} timed reads)")
-    _trax(home, "vg", "create", "atropos", *disks)
-    _trax(home, "lv", "create", "atropos/q", "--size", "64M", "--layout", "quadrangle")
-    shape = json.loads(_trax(home, "--json", "lv", "show", "atropos/q").stdout)["tracks"]
-    _say(as_json, f"atropos: quadrangle volume p = {shape['p']}, w = {shape['w']}, d = {shape['d']}, "
-         f"b = {shape['b']} sectors (N = {shape['N']}, H = {shape['H']})")
+def _atropos_checks(work: Path, as_json: bool) -> dict:
     out_dir = work / "atropos"
     bench = subprocess.run([sys.executable, "-m", "traxfs.tools.bench_atropos", "--quick", "--only",
                             "fig8,table2,integrity", "--out", str(out_dir)], capture_output=True, text=True, timeout=600)
@@ -219,5 +138,4 @@ def _atropos_demo(home: Path, work: Path, as_json: bool) -> dict:
         if c["experiment"] == "fig8" and c["passed"] is not None:
             _say(as_json, f"atropos: {c['name']}: paper {c['paper']}, model {c['measured']:.2f} {c['unit']}")
     _say(as_json, f"atropos: {result['held']} held checks passed (paper vs model: {out_dir / 'report.json'})")
-    return {"extraction": {"exact": exact, "probes": found["probes"]}, "quadrangle": shape,
-            "checks": result["checks"]}
+    return {"checks": result["checks"]}

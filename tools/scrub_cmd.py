@@ -62,6 +62,8 @@ def _text(target: str, rep: ScrubReport) -> str:
         lines.append(f"{rep.queue_blocks} queue blocks checked")
     if rep.pax_pages:
         lines.append(f"{rep.pax_pages} PAX pages of tables checked")
+    if rep.rejected_files:
+        lines.append(f"{rep.rejected_files} rejected ingest files of tables checked")
     lines += [f"repaired: {t}" for t in rep.repaired]
     lines += [f"DAMAGED: {t}" for t in rep.damaged]
     lines += [f"UNREPAIRABLE: {t}" for t in rep.unrepairable]

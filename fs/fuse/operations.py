@@ -5,7 +5,7 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Each request runs its filesystem call in a trio worker thread (``trio.to_thread``): the trio
+Each request runs its filesystem call in a worker thread (``workers.WorkerPool``): the trio
 thread only moves requests, so a slow device read, a long truncate or an fsync waiting for the
 log delays the request that asked for it and nothing else. Read-only calls (lookup, getattr,
 readlink, getxattr, listxattr, opendir, and an open that truncates nothing) are first tried
@@ -27,7 +27,7 @@ Kernel caches (what we chose and why):
   and entry timeouts of 0 (its name may go by itself too: a file of /tables/NAME/ingest/ goes
   once it is ingested).
 * **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
-  readahead windows.
+  readahead windows, widened to 1 MiB once the mount is live (``mount.widen_readahead``).
 
 The lookup count the kernel keeps for each inode (and every open handle) is passed on to
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
@@ -44,7 +44,6 @@ import os
 import struct
 
 import pyfuse3
-import trio
 
 from ...ext import fuse_lowlevel
 from ..engine import nowait
@@ -55,6 +54,7 @@ from ..inode_flags import flags_to_xflags, xflags_to_flags
 from ..keys import Inode
 from ..limits import ROOT_INO
 from ..subtrees.protocol import Caller, OpenFile
+from .workers import WorkerPool
 
 log = logging.getLogger("traxfs.fs")
 
@@ -109,15 +109,20 @@ class TraxOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: FileSystem):
+    def __init__(self, fs: FileSystem, max_workers: int = 64):
         super().__init__()
         self.fs = fs
+        self._workers = WorkerPool(max_workers)
         self._fh = itertools.count(1)
         self._open: dict[int, OpenFile] = {}  # fh -> the filesystem's handle
         self._dirs: dict[int, _OpenDir] = {}  # directory fh -> what was opened, by whom, where it is
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
         self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
         fs.status_files.fuse_counters = self.counters
+
+    def close(self) -> None:
+        """The session is over: the worker threads end."""
+        self._workers.close()
 
     def counters(self) -> dict:
         """What this adapter adds to ``/.trax/filesystem.json``."""
@@ -140,7 +145,7 @@ class TraxOperations(pyfuse3.Operations):
 
     async def _run(self, fn, *args, **kw):
         try:
-            return await trio.to_thread.run_sync(lambda: fn(*args, **kw))
+            return await self._workers.run(lambda: fn(*args, **kw))
         except Exception as e:
             raise self._fuse_error(fn, e) from None
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..rawstore import owned_pages as store_pages
+from ..rawstore import tree_headers
 from ..struct.btree_salvage import salvage
 from .block import Block, BlockDamaged
-from .engine_io import owned_pages as store_pages
-from .engine_io import tree_headers
 from .index import (
     DOOMED,
     KEY_NEXT_ID,
@@ -81,7 +81,7 @@ def check_queues(store, repair: bool = False) -> QueueCheck:
 
 
 def owned_pages(engine) -> set[int]:
-    """Every page the queue store owns — its trees' and its blocks' (see ``engine_io.owned_pages``)."""
+    """Every page the queue store owns — its trees' and its blocks' (see ``rawstore.owned_pages``)."""
     return store_pages(engine, TREES, PREFIX, (e for _, _, e in queue_blocks(engine)))
 
 

@@ -17,9 +17,9 @@ import time
 
 from ..errors import FsError
 from ..limits import check_name
+from ..rawstore import EngineIO, has_trees
 from .cache import BlockCache
 from .config import QueueConfig
-from .engine_io import EngineIO, has_trees
 from .index import (
     DOOMED,
     KEY_NEXT_ID,

@@ -5,7 +5,8 @@ other page, reads back with a valid header (magic, version, crc32c) naming this 
 sequence number, the rows and minipage directory its index entry says, and every minipage's
 checksum; the table's record agrees with its pages (rows, pages, engine pages, per-column
 totals, no page newer than the table's version); a table with a key has exactly its rows' keys
-in the key index, each naming its row. No entry of any tree belongs to a table id
+in the key index, each naming its row. A rejected file's pages are allocated, owned once, and
+hold its bytes (crc32c). No entry of any tree belongs to a table id
 that does not exist. Nothing is repaired: the rows are the user's, and a damaged PAX page cannot
 be rebuilt; a mirror's good copy replaces a damaged leg (scrub).
 
@@ -19,11 +20,13 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import crc32c
+
 from ..engine.page import PAGE_SIZE
-from ..queues.engine_io import owned_pages as store_pages
-from ..queues.engine_io import tree_headers
+from ..rawstore import owned_pages as store_pages
+from ..rawstore import tree_headers
 from ..struct.btree_salvage import salvage
-from .index import ALL_TREES, DOOMED, PREFIX, U64, U64X2, PageEntry, table_range
+from .index import ALL_TREES, DOOMED, PREFIX, U64, U64X2, PageEntry, RejectedRecord, table_range
 from .keys import ROW_REF, key_bytes
 from .pax import PaxDamaged, minipage_ok, parse_header
 
@@ -38,8 +41,30 @@ class TableCheck:
 
 
 def owned_pages(engine) -> set[int]:
-    """Every page the table store owns (its trees' and its PAX pages'), without opening it."""
-    return store_pages(engine, ALL_TREES, PREFIX, (e for _, _, e in pax_pages(engine)))
+    """Every page the table store owns (its trees', its PAX pages' and its rejected files'),
+    without opening it."""
+    extents = [e for _, _, e in pax_pages(engine)] + [r for _, _, r in rejected_files(engine)]
+    return store_pages(engine, ALL_TREES, PREFIX, extents)
+
+
+def rejected_files(engine) -> list[tuple[int, bytes, RejectedRecord]]:
+    """(table id, file name, record) of every rejected file the index names, read as far as it
+    can be read (scrub, fsck's damage pass)."""
+    header = tree_headers(engine, ("rejected",), PREFIX)["rejected"]
+    if header is None:
+        return []
+    out = []
+    for k, v in salvage(engine, header).entries:
+        try:
+            out.append((U64.unpack(k[:8])[0], k[8:], RejectedRecord.unpack(v)))
+        except (ValueError, struct.error):  # an unreadable entry owns nothing we can name
+            continue
+    return out
+
+
+def rejected_ok(rec: RejectedRecord) -> Callable[[bytes], bool]:
+    """Does a copy of a rejected file's pages hold its bytes (scrub)?"""
+    return lambda data: crc32c.crc32c(bytes(data[: rec.size])) == rec.crc
 
 
 def pax_pages(engine) -> list[tuple[int, int, PageEntry]]:
@@ -151,8 +176,19 @@ def check_tables(store) -> TableCheck:
                                 f"disagrees with its pages {have[:3]}")
         rows += n_rows
         pages += len(entries)
+    for tid, name, r in rejected_files(store.e):
+        where = f"table id {tid}: rejected file {name.decode(errors='replace')!r} (device page {r.page})"
+        for p in range(r.page, r.page + r.pages):
+            if p in owner:
+                out.problems.append(f"{where}: page {p} is also owned by {owner[p]}")
+            owner[p] = where
+            if not store.io.is_allocated(p):
+                out.problems.append(f"{where}: page {p} is not allocated")
+        if r.pages and not rejected_ok(r)(store.io.raw.read(r.page * PAGE_SIZE, r.size)):
+            out.problems.append(f"{where}: checksum mismatch")
+        out.pages.update(range(r.page, r.page + r.pages))
     doomed = {U64.unpack(k[len(DOOMED) :])[0] for k in store.t["tables"].keys(DOOMED, DOOMED + b"\xff")}
-    for tree in ("pages", "keys", "ingested"):
+    for tree in ("pages", "keys", "rejected", "ingested"):
         stray = {U64.unpack(k[:8])[0] for k in store.t[tree].keys()} - tids - doomed
         for tid in sorted(stray):
             out.problems.append(f"tree t.{tree}: entries of table id {tid}, which does not exist")

@@ -13,6 +13,9 @@ ingested    table id + file name      :class:`IngestRecord`: the file's size and
                                       version and rows it added (exactly-once ingest)
 keys        table id + key bytes      the row's PAX page sequence number (u64) and row (u32),
                                       big-endian (tables with a key; ``keys.py``)
+rejected    table id + file name      :class:`RejectedRecord`: a file refused by an ingest — its
+                                      bytes (raw pages, crc32c), the reason, which of ``NAME``
+                                      and ``NAME.error`` are still in ``ingest/.rejected``
 ==========  ========================  =========================================================
 
 Keys are big-endian, so a table's entries are adjacent and in order. Names hold no NUL, so the
@@ -27,7 +30,7 @@ from typing import NamedTuple
 from .pax import MiniPage
 
 TREES = ("tables", "pages", "ingested")  # a store exists when these do
-ALL_TREES = TREES + ("keys",)  # (made at the next open where missing)
+ALL_TREES = TREES + ("keys", "rejected")  # (made at the next open where missing)
 PREFIX = "t"
 RECORD_VERSION = 1
 U64 = struct.Struct(">Q")
@@ -39,6 +42,7 @@ _TOTALS = struct.Struct("<QQQ")
 _PAGE = struct.Struct("<BQIIQH")
 _MINI = struct.Struct("<IIIQQ")
 _INGEST = struct.Struct("<BQQQIQ")
+_REJECTED = struct.Struct("<BQIQIQBI")
 
 
 class ColumnTotals(NamedTuple):
@@ -111,6 +115,35 @@ class IngestRecord(NamedTuple):
     @classmethod
     def unpack(cls, raw: bytes) -> IngestRecord:
         return cls(*_INGEST.unpack(raw)[1:])
+
+
+class RejectedRecord(NamedTuple):
+    """A rejected file: its bytes in ``pages`` raw pages from ``page`` (none when empty or
+    removed), their size and crc32c, when, why, and which parts the user has not removed."""
+
+    page: int
+    pages: int
+    size: int
+    crc: int
+    time_ms: int
+    parts: int  # DATA | ERROR
+    error: str
+
+    DATA = 1  # NAME (the file's bytes)
+    ERROR = 2  # NAME.error (the reason)
+
+    def pack(self) -> bytes:
+        text = self.error.encode()
+        return _REJECTED.pack(RECORD_VERSION, self.page, self.pages, self.size, self.crc, self.time_ms, self.parts,
+                              len(text)) + text
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> RejectedRecord:
+        if not raw or raw[0] != RECORD_VERSION:
+            raise ValueError(f"rejected-file record version {raw[:1].hex() or 'missing'}; this traxfs reads "
+                             f"version {RECORD_VERSION}")
+        _, page, pages, size, crc, ms, parts, n = _REJECTED.unpack_from(raw)
+        return cls(page, pages, size, crc, ms, parts, raw[_REJECTED.size : _REJECTED.size + n].decode())
 
 
 def page_key(tid: int, seq: int) -> bytes:

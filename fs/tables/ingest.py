@@ -9,10 +9,17 @@ default escapes quotes with a backslash, which is not CSV). JSON lines: one obje
 keys the table's columns (a missing key is NULL, as Spark leaves out null fields), numbers read
 exactly (a decimal never goes through a float). Blank lines are skipped in both. An empty file
 has no rows.
+
+CSV is parsed in C (``ext/csvcolumns``: records, fields and the values of their plain spellings)
+when :data:`FAST` is set; :func:`parse_csv_reference` is the same in Python, the reference the
+tests hold the C path to (the same columns, or the same error, line and column). JSON lines are
+decoded by the standard library and checked a column at a time (:func:`parse_jsonl`), with
+:func:`parse_jsonl_reference`, line by line, as the reference and the reader that names errors.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import decimal
 import io
@@ -21,8 +28,12 @@ import re
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from ...ext.csvcolumns import CsvError, first_record, parse_rows
 from .schema import ColType, Schema
 from .values import INT_RANGES, json_parser, text_parser
+
+FAST = True  # CSV through ext/csvcolumns, JSON lines by column; False: the references (bench_table)
+QUOTE_ERROR = "a quote inside an unquoted field, text after a closing quote, or a quote never closed"
 
 
 class IngestError(ValueError):
@@ -46,27 +57,23 @@ def _decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _records_plain(text: str) -> list[list[str]]:
-    """Every record's fields, for text without ``""`` (then an empty field can only be unquoted:
-    NULL, kept here as ``""``): the C reader of the standard library."""
+def _records_plain(text: str) -> list[list[str]] | None:
+    """Every record's fields, for text without ``"`` (then an empty field can only be unquoted:
+    NULL, kept here as ``""``): the C reader of the standard library, which splits such text as
+    :func:`_records_quoted` does; None if it refuses (a field past its size limit)."""
     try:
         return list(csv.reader(io.StringIO(text, newline=""), strict=True))
-    except csv.Error as ex:
-        lines = _plain_lines(text)
-        raise IngestError(lines[-1] if lines else 1, 0, f"malformed CSV in the record starting here: {ex}") from None
+    except csv.Error:
+        return None
 
 
 def _plain_lines(text: str) -> list[int]:
-    """The line each record of :func:`_records_plain` starts on (up to a malformed one, whose
-    line is the last)."""
+    """The line each record of :func:`_records_plain` starts on."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     out, line = [], 1
-    try:
-        for _ in reader:
-            out.append(line)
-            line = reader.line_num + 1
-    except csv.Error:
+    for _ in reader:
         out.append(line)
+        line = reader.line_num + 1
     return out
 
 
@@ -92,8 +99,7 @@ def _records_quoted(text: str) -> list[tuple[int, list]]:
             pos = m.end()
             s = _SEP.match(text, pos)
             if s is None:
-                raise IngestError(line, len(fields), "a quote inside an unquoted field, or text after a closing "
-                                                     "quote")
+                raise IngestError(line, len(fields), QUOTE_ERROR)
             pos = s.end()
             if s.group() != ",":
                 break
@@ -104,15 +110,51 @@ def _records_quoted(text: str) -> list[tuple[int, list]]:
 
 def parse_csv(schema: Schema, data: bytes) -> list[list]:
     """The columns (one list of values per schema column) of a CSV file's rows."""
+    if not FAST:
+        return parse_csv_reference(schema, data)
     text = _decode(data)
-    if not text.strip():
+    if not text or text.isspace():
         return [[] for _ in schema.columns]
-    if '""' in text:
+    view = memoryview(data)[3 if data.startswith(codecs.BOM_UTF8) else 0 :]
+    order: list[int] = []
+    try:
+        first = first_record(view, 0, 1)
+        if first is None:
+            return [[] for _ in schema.columns]
+        head, head_line, pos, line = first
+        try:
+            order = _header(schema, head)
+        except IngestError as ex:
+            parse_rows(view, pos, line, None)  # a malformed record after the header comes first
+            raise IngestError(head_line, ex.column, ex.reason) from None
+        specs = []
+        for col in order:
+            c = schema.columns[col]
+            specs.append((c.type.kind, c.type.scale, c.type.precision, c.nullable, text_parser(c.type)))
+        fields = parse_rows(view, pos, line, specs)
+    except CsvError as ex:
+        if getattr(ex, "field_error", False):
+            raise IngestError(ex.line, f"{ex.column} ({schema.columns[order[ex.column - 1]].name})",
+                              ex.reason) from None
+        raise IngestError(ex.line, ex.column, ex.reason) from None
+    columns: list[list] = [[] for _ in schema.columns]
+    for field, col in enumerate(order):
+        columns[col] = fields[field]
+    return columns
+
+
+def parse_csv_reference(schema: Schema, data: bytes) -> list[list]:
+    """:func:`parse_csv` in Python: the reference the C path is tested against."""
+    text = _decode(data)
+    if not text or text.isspace():
+        return [[] for _ in schema.columns]
+    plain = _records_plain(text) if '"' not in text else None
+    if plain is None:
         found = _records_quoted(text)
         records, null = [f for _, f in found], None
         all_lines: Callable[[], list[int]] = lambda: [line for line, _ in found]  # noqa: E731
     else:
-        records, null = _records_plain(text), ""
+        records, null = plain, ""
         all_lines = partial(_plain_lines, text)
     origin = None  # kept record -> its index among all records (None: the same)
     if [] in records:  # blank lines: see _blank_lines
@@ -160,8 +202,9 @@ def _header(schema: Schema, head: list) -> list[int]:
     """The schema column of each header field; every column must be there once."""
     order, seen = [], set()
     for k, name in enumerate(head, 1):
+        name = name or ""  # (an unquoted empty name reads as NULL)
         try:
-            col = schema.index(name or "")
+            col = schema.index(name)
         except KeyError:
             raise IngestError(0, k, f"header names {name!r}, which is no column of the table "
                                        f"({', '.join(schema.names)})") from None
@@ -212,7 +255,73 @@ def _convert(raw: Sequence, t: ColType, nullable: bool, null: str | None, line_o
 
 
 def parse_jsonl(schema: Schema, data: bytes) -> list[list]:
-    """The columns of a JSON-lines file's rows."""
+    """The columns of a JSON-lines file's rows: every line decoded, the values gathered by
+    column and checked a column at a time; at the first doubt (a line that is not an object of
+    the table's columns, a value of the wrong kind, a NULL where none may be) the file is read
+    again line by line (:func:`parse_jsonl_reference`), which names the first problem."""
+    if not FAST:
+        return parse_jsonl_reference(schema, data)
+    text = _decode(data)
+    known = set(schema.names)
+    decode = _DECODER.decode
+    names = schema.names
+    raw: list[list] = [[] for _ in names]
+    appends = [r.append for r in raw]
+    for line in text.split("\n"):  # (not splitlines: U+2028 and friends are JSON text)
+        if not line.strip():
+            continue
+        try:
+            obj = decode(line) if not line.startswith("\ufeff") else None
+        except (ValueError, RecursionError):
+            obj = None
+        if type(obj) is not dict or not known.issuperset(obj):
+            return parse_jsonl_reference(schema, data)
+        get = obj.get  # (each object is dropped at once: a list of them keeps the collector busy)
+        for add, name in zip(appends, names, strict=True):
+            add(get(name))
+    columns = [_json_column(c.type, c.nullable, values) for c, values in zip(schema.columns, raw, strict=True)]
+    if None in columns:
+        return parse_jsonl_reference(schema, data)
+    return columns
+
+
+_DECODER = json.JSONDecoder(parse_float=decimal.Decimal)
+_NUMBER_TYPES = {"float64": (int, decimal.Decimal), "decimal": (int, decimal.Decimal, str)}
+
+
+def _json_column(t: ColType, nullable: bool, values: list) -> list | None:
+    """One column's JSON values (None: null or missing) → its values, as :func:`json_parser`
+    gives them one by one; None if any value (or a NULL) is not accepted."""
+    present = [v for v in values if v is not None] if None in values else values
+    if not nullable and present is not values:
+        return None
+    kinds = set(map(type, present))
+    kind = t.kind
+    try:
+        if kind in INT_RANGES:
+            lo, hi = INT_RANGES[kind]
+            ok = kinds <= {int} and (not present or lo <= min(present) and max(present) <= hi)
+            return values if ok else None
+        if kind == "bool":
+            return values if kinds <= {bool} else None
+        if kind == "string":
+            if not kinds <= {str}:
+                return None
+            "".join(present).encode()  # (a lone surrogate cannot be stored)
+            return values
+        if not kinds <= set(_NUMBER_TYPES.get(kind, (str,))):
+            return None
+        parse = json_parser(t)
+        if kind == "float64":  # (one by one: -0 and 0 are equal keys, and different floats)
+            return [None if v is None else parse(v) for v in values]
+        memo = {v: parse(v) for v in set(present)}  # (equal numbers of other types: the same value)
+    except (ValueError, OverflowError):
+        return None
+    return [None if v is None else memo[v] for v in values]
+
+
+def parse_jsonl_reference(schema: Schema, data: bytes) -> list[list]:
+    """:func:`parse_jsonl` line by line: the reference, and the reader that names an error."""
     text = _decode(data)
     parsers = [json_parser(c.type) for c in schema.columns]
     index = {c.name: i for i, c in enumerate(schema.columns)}

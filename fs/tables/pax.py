@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from ...ext.csvcolumns import encode_column as encode_c
 from ..errors import FsError
 from .schema import ColType, Schema
 from .values import printed_bytes
@@ -43,6 +44,7 @@ HEADER = struct.Struct("<8sHHIQQI4x")  # 40 bytes
 DIRENT = struct.Struct("<III")
 _FIXED = {"int32": "i", "date": "i", "int64": "q", "decimal": "q", "timestamp": "q", "float64": "d", "bool": "B"}
 _crc = crc32c.crc32c
+FAST = True  # minipages made by ext/csvcolumns; False: the Python reference (bench_table times both)
 assert sys.byteorder == "little", "the PAX format is little-endian; arrays are written as they are in memory"
 
 
@@ -71,8 +73,16 @@ def header_size(ncols: int) -> int:
     return _pad8(HEADER.size + ncols * DIRENT.size)
 
 
-def _encode_column(t: ColType, values: Sequence) -> tuple[bytes, int, int]:
-    """(minipage, CSV bytes, JSON bytes) of one column's values."""
+def encode_column(t: ColType, values: Sequence) -> tuple[bytes, int, int]:
+    """(minipage, CSV bytes, JSON bytes) of one column's values: in C (``ext/csvcolumns``) when
+    :data:`FAST` is set, else :func:`encode_column_reference`."""
+    if FAST:
+        return encode_c(t.kind, t.scale, values)
+    return encode_column_reference(t, values)
+
+
+def encode_column_reference(t: ColType, values: Sequence) -> tuple[bytes, int, int]:
+    """:func:`encode_column` in Python: the reference the C path is tested against."""
     rows = len(values)
     nulls = bytearray(_pad8((rows + 7) // 8))
     present = values
@@ -122,7 +132,7 @@ def encode_pieces(schema: Schema, columns: Sequence[Sequence], table_id: int, se
     for c, values in enumerate(columns):
         if len(values) != rows:
             raise ValueError("columns of different lengths")
-        mini, csv_n, json_n = _encode_column(schema.columns[c].type, values)
+        mini, csv_n, json_n = encode_column(schema.columns[c].type, values)
         if places is not None:
             if places[c] < at or places[c] % 8:
                 raise MinipageOverlap(f"minipage {c} at {places[c]} overlaps what precedes it (up to {at})")

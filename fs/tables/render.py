@@ -65,9 +65,8 @@ def render_page(store: TableStore, table: Table, entry: PageEntry, cols: Sequenc
     """The rows of one PAX page as the view prints them."""
     schema = table.schema
     texts = []
-    for c in cols:
+    for c, values in zip(cols, store.columns(table, entry, cols, where), strict=True):
         col = schema.columns[c]
-        values = store.column(table, entry, c, f"{where}: column {col.name}")
         printed = printed_texts(col.type, values, fmt)
         if fmt != "csv":
             key = json.dumps(col.name) + ": "

@@ -2,11 +2,12 @@
 the mount (in memory, spilling to a temporary file past :data:`SPOOL_BYTES` per file), where
 files wait until they are complete.
 
-Nothing here is stored in the filesystem: a file is ingested (its rows appended to the table in
-one durable transaction) or rejected when it is complete — closed after being written directly
-in ``ingest/``, or renamed into it —, and a file that was still being written when the mount
-stopped was never complete, so its writer sees the failure and writes it again. Rejected files
-(``ingest/.rejected/NAME`` and ``NAME.error``) stay until removed or until the mount stops.
+Files being written are not stored in the filesystem: a file is ingested (its rows appended to
+the table in one durable transaction) or rejected when it is complete — closed after being
+written directly in ``ingest/``, or renamed into it —, and a file that was still being written
+when the mount stopped was never complete, so its writer sees the failure and writes it again.
+Rejected files (``ingest/.rejected/NAME`` and ``NAME.error``) are kept by the table store
+(:class:`StoredNode`: the bytes read from there when first read) until the user removes them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SPOOL_BYTES = 8 << 20
@@ -39,6 +41,8 @@ class Node:
     mtime_ns: int = field(default_factory=now_ns)
     ctime_ns: int = field(default_factory=now_ns)
     gone: bool = False  # unlinked, ingested or rejected: no longer in the tree
+    kept: int = 0  # a rejected file's part the table store keeps (RejectedRecord.DATA/ERROR; 0: none)
+    rejected_of: bytes = b""  # (kept parts) the rejected file's name
 
     @property
     def is_dir(self) -> bool:
@@ -80,3 +84,18 @@ class Node:
             self.data.close()
             self.data = None
         self.size = 0
+
+
+@dataclass(eq=False)
+class StoredNode(Node):
+    """A rejected file whose bytes the table store keeps: ``load`` reads (and verifies) them,
+    at the first read, and they stay in memory while the node lives."""
+
+    load: Callable[[], bytes] | None = None
+
+    def read(self, off: int, size: int) -> bytes:
+        if self.data is None and self.size and self.load is not None:
+            content = self.load()
+            self.data = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, prefix="traxfs-rejected.")
+            self.data.write(content)
+        return super().read(off, size)

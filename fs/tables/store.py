@@ -23,10 +23,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import crc32c
+
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..limits import check_name
-from ..queues.engine_io import EngineIO, has_trees
+from ..rawstore import EngineIO, has_trees
 from .index import (
     ALL_TREES,
     DOOMED,
@@ -37,6 +39,7 @@ from .index import (
     ColumnTotals,
     IngestRecord,
     PageEntry,
+    RejectedRecord,
     TableRecord,
     ingest_key,
     page_key,
@@ -201,15 +204,16 @@ class TableStore:
     def _purge(self, tid: int) -> None:
         """Free every PAX page of a removed table and its ingest records, then forget it."""
         lo, hi = table_range(tid)
-        for tree in ("pages", "keys", "ingested"):
+        for tree in ("pages", "keys", "rejected", "ingested"):
             while True:
                 tx = self.io.begin()
                 batch = list(itertools.islice(self.t[tree].items(lo, hi), PURGE_BATCH))
                 for key, raw in batch:
                     self.t[tree].delete(tx, key)
-                    if tree == "pages":
-                        e = PageEntry.unpack(raw)
-                        self.io.free(tx, e.page, e.pages)
+                    if tree in ("pages", "rejected"):
+                        e = PageEntry.unpack(raw) if tree == "pages" else RejectedRecord.unpack(raw)
+                        if e.pages:
+                            self.io.free(tx, e.page, e.pages)
                 if not batch and tree == "ingested":
                     self.t["tables"].delete(tx, DOOMED + U64.pack(tid))
                 self.io.commit(tx, durable=not batch)
@@ -353,6 +357,79 @@ class TableStore:
         self.io.raw.claim(first, pages)
         return first
 
+    # ----- rejected files -----------------------------------------------------------------------
+    def reject(self, table: Table, name: bytes, data: bytes, error: str) -> RejectedRecord:
+        """Keep a file an ingest refused, and why, in one durable transaction (its bytes in fresh
+        raw pages); it replaces an earlier rejected file of that name."""
+        key = ingest_key(table.rec.tid, name)
+        with self._lock:
+            if table.removed:
+                raise FsError(errno.ENOENT, f"table {table.name.decode(errors='replace')!r} was removed")
+            tx = self.io.begin()
+            try:
+                old = self.t["rejected"].get(key)
+                if old is not None:
+                    self._free_rejected(tx, RejectedRecord.unpack(old))
+                pages = -(-len(data) // PAGE_SIZE)
+                first = self._allocate(tx, pages) if pages else 0
+                if pages:
+                    self.io.write(first, 0, data)
+                rec = RejectedRecord(first, pages, len(data), crc32c.crc32c(data), now_ms(),
+                                     RejectedRecord.DATA | RejectedRecord.ERROR, error)
+                self.t["rejected"].put(tx, key, rec.pack())
+            except BaseException as ex:
+                self.io.abort(tx)
+                raise self.io.failure(ex) or ex from None
+            self.io.commit(tx, durable=True)
+            return rec
+
+    def rejected(self, table: Table) -> list[tuple[bytes, RejectedRecord]]:
+        """(file name, record) of each rejected file of ``table``, by name."""
+        lo, hi = table_range(table.rec.tid)
+        return [(k[8:], RejectedRecord.unpack(v)) for k, v in self.t["rejected"].items(lo, hi)]
+
+    def rejected_bytes(self, rec: RejectedRecord, where: str) -> bytes:
+        """A rejected file's bytes, verified (a mirror's good copy replaces a damaged one; EIO
+        without one)."""
+        pos = rec.page * PAGE_SIZE
+        data = self.io.raw.read(pos, rec.size) if rec.size else b""
+        if crc32c.crc32c(data) == rec.crc:
+            return data
+        found = self.io.raw.good_copy(pos, rec.size, lambda d: crc32c.crc32c(d) == rec.crc, where)
+        if found is None:
+            raise PaxDamaged(f"{where}: checksum mismatch")
+        return found[0]
+
+    def forget_rejected(self, table: Table, name: bytes, part: int) -> None:
+        """The user removed ``NAME`` (:attr:`RejectedRecord.DATA`: its pages are freed) or
+        ``NAME.error``; the record goes with the last of the two."""
+        key = ingest_key(table.rec.tid, name)
+        with self._lock:
+            if table.removed:
+                return
+            raw = self.t["rejected"].get(key)
+            if raw is None:
+                return
+            rec = RejectedRecord.unpack(raw)
+            tx = self.io.begin()
+            try:
+                if part & RejectedRecord.DATA:
+                    self._free_rejected(tx, rec)
+                    rec = rec._replace(page=0, pages=0, size=0, crc=0)
+                rec = rec._replace(parts=rec.parts & ~part)
+                if rec.parts:
+                    self.t["rejected"].put(tx, key, rec.pack())
+                else:
+                    self.t["rejected"].delete(tx, key)
+            except BaseException as ex:
+                self.io.abort(tx)
+                raise self.io.failure(ex) or ex from None
+            self.io.commit(tx, durable=True)
+
+    def _free_rejected(self, tx, rec: RejectedRecord) -> None:
+        if rec.pages:
+            self.io.free(tx, rec.page, rec.pages)
+
     # ----- reading ------------------------------------------------------------------------------
     def column(self, table: Table, entry: PageEntry, col: int, where: str) -> list:
         """The values of column ``col`` in one PAX page: its minipage only, read and verified
@@ -363,6 +440,22 @@ class TableStore:
         self.bytes_read += m.length
         table.bytes_read += m.length
         return decode_column(table.schema.columns[col].type, entry.rows, self._verified(pos, m, data, where), where)
+
+    def columns(self, table: Table, entry: PageEntry, cols: Sequence[int], where: str) -> list[list]:
+        """The values of columns ``cols`` in one PAX page: their minipages only, read as one
+        batch (on a quadrangle volume each disk reads its tracks of them in one go) and each
+        verified (a mirror's good copy replaces a damaged one)."""
+        base = entry.page * PAGE_SIZE
+        minis = [entry.minis[c] for c in cols]
+        datas = self.io.raw.read_batch([(base + m.offset, m.length) for m in minis])
+        out = []
+        for c, m, data in zip(cols, minis, datas, strict=True):
+            self.bytes_read += m.length
+            table.bytes_read += m.length
+            name = f"{where}: column {table.schema.columns[c].name}"
+            out.append(decode_column(table.schema.columns[c].type, entry.rows,
+                                     self._verified(base + m.offset, m, data, name), name))
+        return out
 
     def row(self, table: Table, entry: PageEntry, row: int, where: str) -> list:
         """Every column's value in row ``row`` of one PAX page (a lookup by key): the page's

@@ -15,6 +15,10 @@
                                ``_SUCCESS``, Hadoop's ``.crc`` files) are accepted and dropped;
                                a malformed file goes to ``ingest/.rejected/`` with ``NAME.error``
 
+The table store opens at the first use of a table — a name looked up or listed in ``/tables``
+when the engine holds tables, or the first table made — not at mount: a filesystem that never
+uses tables pays nothing for them (as ``/queues``).
+
 ``mkdir /tables/NAME`` makes a folder holding only ``schema`` and ``status.json`` until a valid
 schema is written (a bad one: EINVAL, nothing created, the reason in ``status.json``);
 ``rmdir /tables/NAME`` removes the table and gives its space back (EBUSY while a view is open).
@@ -53,12 +57,13 @@ from ..errors import FsError
 from ..keys import Inode
 from ..limits import check_name
 from ..subtrees.protocol import LOCAL_MASK, TOP, Caller, OpenFile, Subtree, dense_seek, subtree_ino
+from .index import RejectedRecord
 from .ingest import IngestError, parse_file
 from .keys import key_bytes
 from .render import FORMATS, ViewReader, render_row, view_size
 from .schema import SchemaError
-from .staging import Node, now_ns
-from .store import KeyConflict, RowTooWide, Table, TableStore
+from .staging import Node, StoredNode, now_ns
+from .store import KeyConflict, RowTooWide, Table, TableStore, has_tables
 from .values import text_parser
 
 log = logging.getLogger("traxfs.tables")
@@ -108,16 +113,75 @@ class TablesSubtree(Subtree):
     name = b"tables"
     tag = TAG
 
-    def __init__(self, store: TableStore) -> None:
-        self.store = store
+    def __init__(self, engine) -> None:
+        self._engine = engine
+        self._store: TableStore | None = None  # opened at the first use of a table (see _load)
         self._lock = threading.Lock()
         self._entries: dict[bytes, Entry] = {}
         self._slots: dict[int, Entry] = {}
         self._next_pending = PENDING_SLOT
         self.started_ns = now_ns()
-        for name in store.names():
-            table = store.get(name)
-            self._add(Entry(name, table.rec.tid, table))
+
+    # ----- the store, opened when first needed --------------------------------------------------
+    @property
+    def opened(self) -> bool:
+        """Is the table store open (its tables read)? Not before /tables is first used."""
+        return self._store is not None
+
+    @property
+    def store(self) -> TableStore:
+        """The table store, opened now if it was not (tools and tests; the subtree's own code
+        holds ``_lock`` and uses :meth:`_open`)."""
+        with self._lock:
+            return self._open()
+
+    def _load(self) -> None:
+        """Before answering for the names in /tables (``_lock`` held): read the stored tables
+        if there are any — a filesystem that never made a table opens nothing."""
+        if self._store is None and has_tables(self._engine):
+            self._open()
+
+    def _open(self) -> TableStore:
+        """The store, opened (``_lock`` held), with an entry for each of its tables."""
+        if self._store is None:
+            if nowait.active():
+                raise nowait.WouldBlock("the table store opens")
+            store = TableStore(self._engine)
+            self._store = store
+            for name in store.names():
+                table = store.get(name)
+                entry = Entry(name, table.rec.tid, table)
+                self._add(entry)
+                for fname, rec in store.rejected(table):
+                    self._add_rejected(entry, fname, rec.error, rec, None)
+                entry.rejections = sorted(entry.rejections, key=lambda r: r["at"])[-RECENT:]
+        return self._store
+
+    def _add_rejected(self, entry: Entry, name: bytes, why: str, rec: RejectedRecord | None,
+                      data: bytes | None) -> None:
+        """``ingest/.rejected/NAME`` and ``NAME.error`` (``_lock`` held): kept by the store
+        (``rec``: the parts it still has), or in this mount's memory only (``data``: the store
+        could not keep it). ``data`` None: found at open (the status lists it then)."""
+        rejected = entry.nodes[REJECTED]
+        where = f"table {entry.name.decode(errors='replace')}: rejected file {name.decode(errors='replace')!r}"
+        for n, part in ((name, RejectedRecord.DATA), (name + b".error", RejectedRecord.ERROR)):
+            if rec is not None and not rec.parts & part:
+                continue
+            if part == RejectedRecord.DATA and rec is not None:
+                f: Node = StoredNode(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0, size=rec.size,
+                                     load=lambda rec=rec: self._store.rejected_bytes(rec, where))
+            else:
+                f = Node(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0)
+                f.write(0, data if part == RejectedRecord.DATA else
+                        f"{name.decode(errors='replace')}: {why}\n".encode())
+            if rec is not None:
+                f.kept, f.rejected_of = part, name
+                f.mtime_ns = f.ctime_ns = rec.time_ms * 1_000_000
+            entry.next_staged += 1
+            entry.nodes[f.local] = f
+            rejected.children[n] = f
+        if data is None:
+            entry.rejections.append({"file": name.decode(errors="replace"), "error": why, "at": rec.time_ms / 1000})
 
     def _add(self, entry: Entry) -> None:
         self._entries[entry.name] = entry
@@ -129,7 +193,8 @@ class TablesSubtree(Subtree):
         for entry in self._entries.values():
             for node in entry.nodes.values():
                 node.drop()
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     # ----- numbers ------------------------------------------------------------------------------
     def _ino(self, entry: Entry, kind: int) -> int:
@@ -227,6 +292,7 @@ class TablesSubtree(Subtree):
         with self._locked():
             entry, kind = self._split(parent)
             if entry is None:
+                self._load()
                 found = self._entries.get(name)
                 if found is None:
                     raise FsError(errno.ENOENT, f"no table {name!r}")
@@ -307,7 +373,7 @@ class TablesSubtree(Subtree):
             kind = KEYED + (kind + 1 - KEYED) % (PROJECTION - KEYED)
         if kind in entry.keyed:
             return kind
-        found = self.store.find(table, key_bytes(table.schema, table.rec.tid, values)[0])
+        found = self._store.find(table, key_bytes(table.schema, table.rec.tid, values)[0])
         if found is None:
             raise FsError(errno.ENOENT, f"no row with key {name!r}")
         if nowait.active():
@@ -315,13 +381,14 @@ class TablesSubtree(Subtree):
         page, row = found
         if len(entry.keyed) >= KEYED_KEPT:
             del entry.keyed[next(iter(entry.keyed))]  # the oldest: a later lookup renders it again
-        entry.keyed[kind] = (name, render_row(self.store, table, page, row, f"table {entry.name!r}: key {name!r}"))
+        entry.keyed[kind] = (name, render_row(self._store, table, page, row, f"table {entry.name!r}: key {name!r}"))
         return kind
 
     def readdir(self, ino: int, after: int, limit: int, caller: Caller) -> list[tuple[bytes, Inode, int]]:
         with self._locked():
             entry, kind = self._split(ino)
             if entry is None:
+                self._load()
                 items = sorted((e.slot, e.name, e) for e in self._entries.values())
                 return [(name, self._attrs(e, DIR), slot) for slot, name, e in items if slot > after][:limit]
             if kind == DIR:
@@ -349,6 +416,7 @@ class TablesSubtree(Subtree):
                 if not stat.S_ISDIR(mode):
                     raise FsError(errno.EPERM, "only folders (tables) can be made in /tables")
                 check_name(name, "table name")
+                self._load()
                 if name in self._entries:
                     raise FsError(errno.EEXIST, f"table {name!r} exists")
                 new = Entry(name, self._next_pending)
@@ -384,11 +452,12 @@ class TablesSubtree(Subtree):
                     raise FsError(errno.EPERM, "ingest/.rejected belongs to the table")
                 self._forget(entry, node)
                 return
+            self._load()
             entry = self._entries.get(name)
             if entry is None:
                 raise FsError(errno.ENOENT, f"no table {name!r}")
             if entry.table is not None:
-                self.store.remove(name)  # EBUSY with open views; durable when it returns
+                self._store.remove(name)  # EBUSY with open views; durable when it returns
             del self._entries[name]
             for node in entry.nodes.values():
                 node.drop()
@@ -402,7 +471,11 @@ class TablesSubtree(Subtree):
             raise FsError(errno.ENOENT, f"{name!r} not found")
         return node
 
-    def _forget(self, entry: Entry, node: Node) -> None:
+    def _forget(self, entry: Entry, node: Node, stored: bool = True) -> None:
+        """``node`` leaves the tree (``_lock`` held); a rejected file's part the store keeps
+        leaves the store too (``stored``)."""
+        if stored and node.kept and entry.table is not None:
+            self._store.forget_rejected(entry.table, node.rejected_of, node.kept)
         del node.parent.children[node.name]
         entry.nodes.pop(node.local, None)
         node.drop()
@@ -426,6 +499,8 @@ class TablesSubtree(Subtree):
                 raise FsError(errno.EXDEV if entry is not entry2 else errno.EPERM,
                               "tables cannot be renamed; files move only inside one table's ingest/")
             node = self._staged_child(entry, kind, old_name)
+            if kind == REJECTED:
+                raise FsError(errno.EPERM, "rejected files stay in ingest/.rejected (copy one out to retry it)")
             dest = entry.nodes.get(kind2)
             if dest is None or not dest.is_dir or kind2 == REJECTED or node.local == REJECTED:
                 raise FsError(errno.EPERM, "files move only inside ingest/")
@@ -463,6 +538,8 @@ class TablesSubtree(Subtree):
                     return self._attrs(entry, kind)  # (touch: accepted, nothing kept)
                 raise FsError(errno.EPERM, "only ingest/'s files and folders can be changed")
             if "size" in changes:
+                if node.parent is not None and node.parent.local == REJECTED:
+                    raise FsError(errno.EPERM, "rejected files are read-only")
                 if node.is_dir:
                     raise FsError(errno.EISDIR, "a directory has no size to set")
                 node.truncate(changes["size"])
@@ -508,7 +585,7 @@ class TablesSubtree(Subtree):
                 if writing:
                     raise FsError(errno.EACCES, "views are read-only: append through ingest/")
                 table = entry.table
-                reader = ViewReader(self.store, table, table.snapshot(), view[0], view[1],
+                reader = ViewReader(self._store, table, table.snapshot(), view[0], view[1],
                                     f"table {entry.name.decode(errors='replace')}")
                 table.readers += 1
                 return ViewHandle(self, reader)
@@ -542,7 +619,7 @@ class TablesSubtree(Subtree):
                 self._reject(entry, node, name, data, str(ex))
                 return
             try:
-                result = self.store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
+                result = self._store.append(entry.table, columns, source=(name, len(data), crc32c.crc32c(data)))
             except (KeyConflict, RowTooWide) as ex:  # the file is refused whole, and says why
                 self._reject(entry, node, name, data, f"row {ex.row + 1} (not counting the header): {ex}")
                 return
@@ -558,23 +635,25 @@ class TablesSubtree(Subtree):
                 entry.ingests = (entry.ingests + [record])[-RECENT:]
 
     def _reject(self, entry: Entry, node: Node, name: bytes, data: bytes, why: str) -> None:
-        text = f"{name.decode(errors='replace')}: {why}\n".encode()
+        """A file refused whole: it moves to ``ingest/.rejected/`` with ``NAME.error``, both
+        kept by the table store (one durable transaction) and there after a remount."""
         log.info("table %r: rejected %r: %s", entry.name, name, why)
+        try:
+            rec: RejectedRecord | None = self._store.reject(entry.table, name, data, why)
+        except FsError as ex:  # (no room for it): this mount keeps it, as the staged files
+            log.warning("table %r: rejected file %r kept in memory only: %s", entry.name, name, ex)
+            rec = None
         with self._lock:
             if not node.gone and node.parent is entry.nodes[INGEST]:
                 self._forget(entry, node)
             rejected = entry.nodes[REJECTED]
-            for n, content in ((name, data), (name + b".error", text)):
+            for n in (name, name + b".error"):
                 old = rejected.children.get(n)
-                if old is not None:
-                    self._forget(entry, old)
-                f = Node(entry.next_staged, n, rejected, stat.S_IFREG | 0o444, 0, 0)
-                entry.next_staged += 1
-                f.write(0, content)
-                entry.nodes[f.local] = f
-                rejected.children[n] = f
+                if old is not None:  # (the store's record of it was replaced, unless rec is None)
+                    self._forget(entry, old, stored=rec is None)
             entry.rejections = (entry.rejections + [{"file": name.decode(errors="replace"), "error": why,
                                                      "at": time.time()}])[-RECENT:]
+            self._add_rejected(entry, name, why, rec, data)
 
     def write_schema(self, entry: Entry, final: bool) -> None:
         """The schema text written so far: create the table when it is complete (at close, or a
@@ -586,8 +665,10 @@ class TablesSubtree(Subtree):
                 text = entry.schema_buf.decode(errors="replace")
             if not final and (not text.endswith("\n") or text.rstrip().endswith(",")):
                 return
+            with self._lock:
+                store = self._open()
             try:
-                table = self.store.create(entry.name, text)
+                table = store.create(entry.name, text)
             except SchemaError as ex:
                 with self._lock:
                     entry.error = str(ex)
@@ -614,7 +695,7 @@ class TablesSubtree(Subtree):
                 "bytes": {c.name: {"stored": t.stored, "csv": t.csv_bytes, "json": t.json_bytes}
                           for c, t in zip(table.schema.columns, rec.totals, strict=True)},
                 "created_ms": rec.created_ms, "last_ingest_ms": rec.last_ingest_ms or None,
-                "placement": self.store.placement(), "volume_bytes_read": table.bytes_read,
+                "placement": self._store.placement(), "volume_bytes_read": table.bytes_read,
                 "ingests": entry.ingests,
                 "rejected": entry.rejections,
             })

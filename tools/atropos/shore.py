@@ -60,26 +60,34 @@ def _layouts(spec: DiskSpec, rows: int, p: int) -> tuple[list[NSM | DSM | PAX], 
     return stores, legs
 
 
-def fig11(spec: DiskSpec, scale: float, fetches: int, p: int = 4, seed: int = 11) -> Result:
-    rows = round(ROWS_PER_SF * scale)
+def scan_ms(spec: DiskSpec, rows: int, attrs: tuple[int, ...], p: int = 4) -> dict[str, float]:
+    """Simulated ms of a scan of attributes ``attrs`` of ``rows`` records in every store (NSM,
+    DSM, each AtroposDB geometry), each on ``p`` fresh disks (``bench_table_quad``'s baselines)."""
     stores, legs = _layouts(spec, rows, p)
     paxes = [s for s in stores if isinstance(s, PAX)]
     step = STEP_BLOCKS * paxes[0].records_per_block
     array = DiskArray(spec, p)
+    out = {}
+    for s in stores:
+        array.reset()
+        t = 0.0
+        for extents in s.scan(attrs, step):
+            t = _run(array, legs[s.name], extents, t)
+        out[s.name] = t
+    return out
+
+
+def fig11(spec: DiskSpec, scale: float, fetches: int, p: int = 4, seed: int = 11) -> Result:
+    rows = round(ROWS_PER_SF * scale)
     scans: dict[str, dict[str, float]] = {}
     for q, names in QUERY_ATTRIBUTES.items():
         attrs = tuple(ATTRIBUTES.index(a) for a in names)
-        scans[q] = {}
-        for s in stores:
-            array.reset()
-            t = 0.0
-            for extents in s.scan(attrs, step):
-                t = _run(array, legs[s.name], extents, t)
-            scans[q][s.name] = t / 1000
+        scans[q] = {k: v / 1000 for k, v in scan_ms(spec, rows, attrs, p).items()}
     rng = random.Random(seed)
     fetch_stores, fetch_legs = _layouts(spec, ROWS_PER_SF, p)  # the paper's table, whatever the scale
     records = [rng.randrange(ROWS_PER_SF) for _ in range(fetches)]
     fetch: dict[str, float] = {}
+    array = DiskArray(spec, p)
     for s in fetch_stores:
         array.reset()
         t = 0.0

@@ -1,9 +1,10 @@
-"""Everything the queue store asks of the engine, in one place.
+"""Everything a store of raw pages asks of the engine, in one place: the queue store
+(``fs/queues``) and the table store (``fs/tables``) both stand on it.
 
-The store keeps its blocks in engine pages used raw (bytes written outside the log, like file
-data) and its indexes in engine B+trees. This module is the only one of the package that calls
-the engine, and only its public face: transactions, region allocation with its claim for raw
-bytes, frees that wait for durability, raw reads and writes of pages (``engine.raw``), and
+Such a store keeps its blocks (queue segments, PAX pages) in engine pages used raw (bytes
+written outside the log, like file data) and its indexes in engine B+trees. This module is the
+only one of those stores that calls the engine, and only its public face: transactions, region
+allocation with its claim for raw bytes, frees that wait for durability, raw reads and writes of pages (``engine.raw``), and
 ordered mode — a log barrier that makes every block write durable before any log record that
 may describe it is written.
 """
@@ -14,12 +15,12 @@ import errno
 import threading
 from collections.abc import Callable
 
-from ..engine.alloc import NoSpace
-from ..engine.logmanager import LogFull
-from ..engine.page import PAGE_SIZE
-from ..errors import FsError
-from ..struct.btree import KIND, BTree
-from ..struct.btree_salvage import salvage
+from .engine.alloc import NoSpace
+from .engine.logmanager import LogFull
+from .engine.page import PAGE_SIZE
+from .errors import FsError
+from .struct.btree import KIND, BTree
+from .struct.btree_salvage import salvage
 
 
 def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:
@@ -73,7 +74,7 @@ class EngineIO:
             self.stats["device_flushes"] += 1
 
     def make_durable(self) -> None:
-        """Every block written and every record logged so far on disk (fsync of a queue)."""
+        """Every block written and every record logged so far on disk (an fsync)."""
         self.e.make_durable()  # the barrier flushes the blocks first
 
     # ----- transactions -------------------------------------------------------------------------
