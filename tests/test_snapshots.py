@@ -458,3 +458,32 @@ def test_a_tree_inode_past_32_bits_has_no_number_in_a_snapshot(tmp_path):
         assert read_all(fs, big) == b"x"
     finally:
         fs.close()
+
+
+def test_a_snapshot_read_is_verified_and_scrub_checks_dead_list_pages(tmp_path):
+    """A page only a snapshot still holds (on the dead list) keeps its checksum: damage there
+    fails the snapshot's read with EIO (never wrong bytes), and scrub and fsck report it."""
+    from traxfs.fs.engine.page import PAGE_SIZE
+    from traxfs.fs.scrub import scrub
+
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        _file(fs, b"f", os.urandom(8 * PAGE_SIZE))
+        fs.mkdir(TOP, b"s", 0o755, 0, 0)
+        fs.unlink(ROOT_INO, b"f")
+        (first, count, _, _), = dead_runs(fs.t["dead"])
+        assert scrub(fs, repair=False).damaged == [] and fsck(fs).problems == []
+        fs.e.raw.write((first + 3) * PAGE_SIZE, b"\xee" * 100)  # damage one page of it
+        fs.e.raw.flush()
+        snap_f = fs.lookup(fs.lookup(TOP, b"s").ino, b"f").ino
+        with pytest.raises(FsError) as e:
+            read_all(fs, snap_f)
+        assert e.value.errno == errno.EIO
+        h = fs.open_file(snap_f, os.O_RDONLY)
+        assert len(h.read(0, 3 * PAGE_SIZE)) == 3 * PAGE_SIZE  # the pages around it still read
+        h.release()
+        rep = scrub(fs, repair=False)
+        assert len(rep.damaged + rep.unrepairable) == 1, rep.as_dict()
+        assert any("checksum" in p for p in fsck(fs).problems)
+    finally:
+        fs.close()
