@@ -20,6 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from traxfs.fs.datamap import dead_runs
 from traxfs.fs.errors import FsError
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.fsck import fsck
@@ -149,6 +150,11 @@ class SnapshotMachine(RuleBasedStateMachine):
             assert tree_files(self.fs, root) == files, name
         if not self.snaps:
             assert dead_entries(self.fs) == 0 and len(self.fs.t["hist"]) == 0
+        chain = self.fs.chain  # nothing kept that no snapshot needs (no space leaks)
+        for first, count, birth, death in dead_runs(self.fs.t["dead"]):
+            assert chain.needed(birth, death), (first, count, birth, death, chain.epochs)
+        for k in self.fs.t["hist_epochs"].keys():
+            assert U64.unpack(k[:8])[0] in chain.epochs
 
     def teardown(self):
         try:
@@ -167,7 +173,7 @@ class SnapshotMachine(RuleBasedStateMachine):
 
 
 TestSnapshotMachine = SnapshotMachine.TestCase
-TestSnapshotMachine.settings = settings(max_examples=25, stateful_step_count=25, phases=IO_PHASES)
+TestSnapshotMachine.settings = settings(max_examples=40, stateful_step_count=25, phases=IO_PHASES)
 
 
 # ----- fixed cases -------------------------------------------------------------------------------
@@ -451,6 +457,35 @@ def test_a_tree_inode_past_31_bits_has_no_number_in_a_snapshot(tmp_path):
         assert e.value.errno == errno.EOVERFLOW
         assert [name for name, _, _ in fs.readdir(snap, 0)] == [b"queues", b"tables"]  # (left out of listings)
         assert read_all(fs, big) == b"x"
+    finally:
+        fs.close()
+
+
+def test_a_snapshot_read_is_verified_and_scrub_checks_dead_list_pages(tmp_path):
+    """A page only a snapshot still holds (on the dead list) keeps its checksum: damage there
+    fails the snapshot's read with EIO (never wrong bytes), and scrub and fsck report it."""
+    from traxfs.fs.engine.page import PAGE_SIZE
+    from traxfs.fs.scrub import scrub
+
+    fs = new_fs(str(tmp_path / "fs.img"))
+    try:
+        _file(fs, b"f", os.urandom(8 * PAGE_SIZE))
+        fs.mkdir(TOP, b"s", 0o755, 0, 0)
+        fs.unlink(ROOT_INO, b"f")
+        (first, count, _, _), = dead_runs(fs.t["dead"])
+        assert scrub(fs, repair=False).damaged == [] and fsck(fs).problems == []
+        fs.e.raw.write((first + 3) * PAGE_SIZE, b"\xee" * 100)  # damage one page of it
+        fs.e.raw.flush()
+        snap_f = fs.lookup(fs.lookup(TOP, b"s").ino, b"f").ino
+        with pytest.raises(FsError) as e:
+            read_all(fs, snap_f)
+        assert e.value.errno == errno.EIO
+        h = fs.open_file(snap_f, os.O_RDONLY)
+        assert len(h.read(0, 3 * PAGE_SIZE)) == 3 * PAGE_SIZE  # the pages around it still read
+        h.release()
+        rep = scrub(fs, repair=False)
+        assert len(rep.damaged + rep.unrepairable) == 1, rep.as_dict()
+        assert any("checksum" in p for p in fsck(fs).problems)
     finally:
         fs.close()
 

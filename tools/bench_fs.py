@@ -180,7 +180,12 @@ class _Mounted:
                 break
             except ProcessLookupError:
                 continue
-        subprocess.run(["fusermount3", "-u", str(self.mp)], capture_output=True)
+        for _ in range(20):  # busy for a moment after a job (a closing fio, the kernel's release)
+            if subprocess.run(["fusermount3", "-u", str(self.mp)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        else:  # never leave a mount behind: detach it lazily, the server then ends
+            subprocess.run(["fusermount3", "-uz", str(self.mp)], capture_output=True)
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=120)
