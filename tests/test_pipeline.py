@@ -34,7 +34,9 @@ def check_report(work: Path, proc: subprocess.CompletedProcess) -> dict:
     assert report["ok"] is True and "error" not in report
     assert set(report["checks"]) == {"stream totals equal the generator's, exactly once",
                                      "Q1 and Q6 equal the pure-Python answers",
-                                     "replay view read its window and caught up to live", "fsck clean"}
+                                     "replay view read its window and caught up to live", "fsck clean",
+                                     "a snapshot taken under writers reads the same in Spark during and without "
+                                     "Spark after"}
     s = report["steps"]
     assert s["volumes"]["extraction"]["exact"] is True
     assert s["stream"]["starts"] == 2  # stopped and restarted from its checkpoint
@@ -43,6 +45,9 @@ def check_report(work: Path, proc: subprocess.CompletedProcess) -> dict:
     for q in ("Q1", "Q6"):
         r = report["queries"][q]
         assert r["projection"]["answer_matches"] and r["rows.csv"]["answer_matches"]
+    snap = s["snapshot"]
+    assert snap["during_writers"]["segment_records"] < s["produce"]["events"]
+    assert {k: snap["during_writers"][k] for k in snap["after_writers"]} == snap["after_writers"]
     assert s["replay"]["live_records"] == 100 and s["replay"]["lag_after_commit"] == 0
     scans = report["disks"]["scans"]
     assert scans["Q6 projection"]["volume_bytes"] < scans["rows.csv"]["volume_bytes"]

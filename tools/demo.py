@@ -1,5 +1,5 @@
 """The main job (``trax demo``): the pipeline of ``tools/pipeline`` (queue → Spark streaming →
-table → queries → replay, on a quadrangle volume of simulated disks; see that package), then the
+table → queries → snapshot → replay, on a quadrangle volume of simulated disks; see that package), then the
 Atropos paper checks on the disk model (``traxfs.tools.bench_atropos --quick``: the paper's
 values beside the model's), and a report (``report.json``, ``plots/*.png``, a text summary).
 

@@ -10,8 +10,10 @@
    totals must equal the generator's, exactly once;
 4. ``lineitem``: TPC-H Q1 and Q6 in Spark over the projections they need (and over ``rows.csv``),
    checked against a pure-Python computation;
-5. ``replay``: a consumer view replays the last seconds from history and catches up to live;
-6. unmount, fsck clean; ``disk_time``: the table's scans on the simulated disks and its minipage
+5. ``snapshot_step``: ``/.snapshots/mid-run`` taken under the producers and the stream, read by
+   Spark (its table and queue) while they go on, and read again after: the same counts;
+6. ``replay``: a consumer view replays the last seconds from history and catches up to live;
+7. unmount, fsck clean; ``disk_time``: the table's scans on the simulated disks and its minipage
    map; ``plots`` and ``run.summary``: the report (``report.json``, PNGs, text).
 
 ``run.run`` drives it; ``tools/demo.py`` is the command.

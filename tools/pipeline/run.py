@@ -16,7 +16,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ...volume.errors import VolumeError
-from . import lineitem, plots, stack
+from . import lineitem, plots, snapshot_step, stack
 from .events import EventPlan, Producers, expected_counts
 from .replay import replay
 from .stream import TABLE_SCHEMA, EventStream, totals
@@ -164,8 +164,13 @@ def _run_on_mount(mnt: Path, plan: EventPlan, items: int, master: str | None, re
     try:
         steps["lineitem_ingest"] = timed("lineitem_ingest", lineitem.ingest, spark, mnt, items)
         stream = EventStream(spark, qdir / "segments", counts_table, mnt / "pipeline" / "checkpoint")
-        run = timed("produce_and_stream", _produce_and_stream, qdir, stream, plan, progress)
+        run = timed("produce_and_stream", _produce_and_stream, qdir, stream, plan, progress, spark, mnt)
         logs, t0, marks, sampler = run["logs"], run["t0"], run["marks"], run["sampler"]
+        snap = run["snapshot"]
+        snap["after_writers"] = snapshot_step.python_counts(mnt, snap["name"])
+        snapshot_step.check(snap["during_writers"], snap["after_writers"], plan.total)
+        steps["snapshot"] = snap
+        checks["a snapshot taken under writers reads the same in Spark during and without Spark after"] = True
         append_s = max(t0p - t0 + log[-1][0] for t0p, log in logs.values())
         steps["produce"] = {"producers": plan.producers, "events": plan.total, "seconds": round(append_s, 2),
                             "events_per_s": round(plan.total / append_s)}
@@ -189,24 +194,34 @@ def _run_on_mount(mnt: Path, plan: EventPlan, items: int, master: str | None, re
         stop(spark)
 
 
-def _produce_and_stream(qdir: Path, stream: EventStream, plan: EventPlan, progress: bool) -> dict:
+def _produce_and_stream(qdir: Path, stream: EventStream, plan: EventPlan, progress: bool, spark, mnt: Path) -> dict:
     """Producers append while the stream consumes; the stream is stopped and restarted from its
-    checkpoint once it has 40% of the events; returns when it has them all."""
+    checkpoint once it has 40% of the events, and a snapshot is taken once half the events are
+    appended (the producers still appending) and read by Spark at once; returns when the stream
+    has every event."""
     stream.start()
     producers = Producers(qdir, plan)
     t0 = time.monotonic()
     marks: list[tuple[float, str]] = []
+    snap: dict = {}
     with Sampler(qdir, stream, t0) as sampler:
         producers.start()
         try:
             bar = tqdm(total=plan.total, desc="events streamed", unit="rec", disable=not progress, leave=False)
             restarted = False
-            while stream.processed < plan.total or not restarted:
+            while stream.processed < plan.total or not restarted or not snap:
                 if not restarted and stream.processed >= plan.total * 0.4:
                     stream.stop()
                     marks.append((round(time.monotonic() - t0, 2), "stream stopped and restarted"))
                     stream.start()
                     restarted = True
+                appended = sampler.appended[-1][1] if sampler.appended else 0
+                if not snap and appended >= plan.total // 2:
+                    if not producers.alive():
+                        raise RuntimeError("the producers finished before the snapshot could be taken under them")
+                    snap.update(snapshot_step.take(mnt, "mid-run"))
+                    marks.append((round(time.monotonic() - t0, 2), "snapshot mid-run"))
+                    snap["during_writers"] = snapshot_step.spark_counts(spark, mnt, "mid-run")
                 bar.update(stream.processed - bar.n)
                 if (err := stream.failure()):
                     raise RuntimeError(f"the streaming query failed: {err}")
@@ -222,7 +237,7 @@ def _produce_and_stream(qdir: Path, stream: EventStream, plan: EventPlan, progre
             raise
         stream.wait_for(plan.total, timeout=120)
         stream.stop()
-    return {"logs": logs, "t0": t0, "marks": marks, "sampler": sampler}
+    return {"logs": logs, "t0": t0, "marks": marks, "sampler": sampler, "snapshot": snap}
 
 
 def _merge_logs(logs: dict, t0: float) -> list[tuple[float, int]]:
@@ -261,6 +276,11 @@ def summary(report: dict) -> str:
         lines.append(f"{name}: answer checked; projection ({len(r['columns'])} columns) {pr['wall_s']} s, "
                      f"{pr['volume_bytes_read'] / 2**20:.1f} MiB from the volume; rows.csv {rc['wall_s']} s, "
                      f"{rc['volume_bytes_read'] / 2**20:.1f} MiB")
+    sn = s["snapshot"]
+    d = sn["during_writers"]
+    lines.append(f"snapshot {sn['name']}: taken in {sn['create_ms']} ms under the writers; Spark read its table "
+                 f"({d['table_rows']} rows, {d['table_events']:,} events) and {d['segment_records']:,} queue records "
+                 f"while they went on — the same after they stopped")
     r = s["replay"]
     lines.append(f"replay: {r['history_records']:,} records of history in {r['replay_s']} s, then "
                  f"{r['live_records']} live ones; lag 0 after commit")
