@@ -23,6 +23,16 @@ from .struct.btree import KIND, BTree
 from .struct.btree_salvage import salvage
 
 
+def refuse_if_held(kind: str, name: bytes, frozen: dict[int, dict[bytes, object]],
+                   snapshot_name: Callable[[int], bytes | None]) -> None:
+    """EBUSY, naming the snapshots, when any live snapshot froze ``name`` (``frozen``: snapshot
+    epoch → the names it froze): a store removes nothing a snapshot still shows."""
+    held = [n for n in map(snapshot_name, sorted(e for e, f in frozen.items() if name in f)) if n is not None]
+    if held:
+        raise FsError(errno.EBUSY, f"{kind} {name.decode(errors='replace')!r} is held by snapshot(s) "
+                                   f"{', '.join(repr(n.decode(errors='replace')) for n in held)}: delete them first")
+
+
 def has_trees(engine, names: tuple[str, ...], prefix: str) -> bool:
     """Does ``engine``'s catalog hold the B+trees ``PREFIX.NAME`` (a store was made on it)?"""
     return all(tree_headers(engine, names, prefix).values())

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..errors import FsError
 from ..limits import check_name
-from ..rawstore import EngineIO, has_trees
+from ..rawstore import EngineIO, has_trees, refuse_if_held
 from .cache import BlockCache
 from .config import QueueConfig
 from .index import (
@@ -123,12 +123,7 @@ class QueueStore:
         """Remove queue ``name``: its name at once, its space block by block."""
         with self._lock:
             q = self.get(name)
-            held = [n for n in map(self.snapshot_name, sorted(e for e, f in self.frozen.items() if name in f))
-                    if n is not None]
-            if held:
-                raise FsError(errno.EBUSY, f"queue {name.decode(errors='replace')!r} is held by snapshot(s) "
-                                           f"{', '.join(repr(n.decode(errors='replace')) for n in held)}: "
-                                           f"delete them first")
+            refuse_if_held("queue", name, self.frozen, self.snapshot_name)
             with q.lock:
                 tx = self.io.begin()
                 try:

@@ -37,7 +37,7 @@ from ..engine import nowait
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..limits import check_name
-from ..rawstore import EngineIO, has_trees
+from ..rawstore import EngineIO, has_trees, refuse_if_held
 from .index import (
     ALL_TREES,
     DOOMED,
@@ -205,12 +205,7 @@ class TableStore:
         """Remove table ``name``: its name at once, its pages in bounded transactions."""
         with self._lock:
             table = self.get(name)
-            held = [n for n in map(self.snapshot_name, sorted(e for e, f in self.frozen.items() if name in f))
-                    if n is not None]
-            if held:
-                raise FsError(errno.EBUSY, f"table {name.decode(errors='replace')!r} is held by snapshot(s) "
-                                           f"{', '.join(repr(n.decode(errors='replace')) for n in held)}: "
-                                           f"delete them first")
+            refuse_if_held("table", name, self.frozen, self.snapshot_name)
             if table.readers:
                 raise FsError(errno.EBUSY, f"table {name.decode(errors='replace')!r} has {table.readers} open "
                                            f"reader(s)")
