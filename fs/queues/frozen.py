@@ -26,10 +26,10 @@ import stat
 from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
-from ..subtrees.protocol import OpenFile
+from ..subtrees.protocol import BytesFile, OpenFile
 from .index import FrozenQueue, SegmentRecord
 from .reader import SegmentReader
-from .subtree import DocumentFile, Queues, SegmentFile, segment_name
+from .subtree import Queues, SegmentFile, segment_name
 
 BASE = 1 << 31 | 1 << 30
 QID_SHIFT = 18
@@ -151,6 +151,6 @@ class FrozenQueues:
             raise FsError(errno.EROFS, "a snapshot is read-only")
         qname, fq, seg, kind = self._what(epoch, local)
         if kind == STATUS:
-            return DocumentFile(fq.status)
+            return BytesFile(fq.status)
         q = self._store().queues[qname]
         return SegmentFile(SegmentReader(q, seg[0]))

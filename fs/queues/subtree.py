@@ -55,7 +55,7 @@ from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
 from ..limits import check_name
-from ..subtrees.protocol import LOCAL_MASK, Caller, OpenFile, Subtree, dense_seek, subtree_ino
+from ..subtrees.protocol import LOCAL_MASK, BytesFile, Caller, OpenFile, Subtree, dense_seek, subtree_ino
 from .config import ConfigError
 from .index import SegmentRecord, seq_key
 from .producer import Producer
@@ -420,7 +420,7 @@ class Queues(Subtree):
         if writes:
             raise FsError(errno.EPERM, f"{node.kind} files are read-only")
         if node.kind == "status":
-            return DocumentFile(status_json(q))
+            return BytesFile(status_json(q))
         if node.kind == "records":
             return RecordsFile(q, node.key)
         return SegmentFile(SegmentReader(q, node.key))
@@ -481,19 +481,7 @@ class PositionFile(OpenFile):
         return len(data)
 
 
-class DocumentFile(OpenFile):
-    """A JSON document fixed at the open."""
-
-    direct_io = True
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, off: int, size: int) -> bytes:
-        return self.data[off : off + size]
-
-
-class ConfigFile(DocumentFile):
+class ConfigFile(BytesFile):
     """``config.json``: reads show the settings at the open; what is written is gathered, and
     applied whole as soon as it is a complete JSON document (or at the close)."""
 

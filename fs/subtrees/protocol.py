@@ -128,6 +128,22 @@ class OpenFile:
         """The last descriptor of this open is gone."""
 
 
+class BytesFile(OpenFile):
+    """An open file of fixed bytes (a document or schema as it was at the open): each open
+    reads its own copy, so ``direct_io`` — the kernel must not serve another open's bytes."""
+
+    direct_io = True
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, off: int, size: int) -> bytes:
+        return self.data[off : off + size]
+
+    def seek(self, off: int, whence: int) -> int:
+        return dense_seek(off, whence, len(self.data))
+
+
 class Subtree:
     """A part of the namespace below one root entry (see the module's text). Every method here
     has a default: lookups find nothing, changes are refused with :attr:`refuse_errno`."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from ..errors import FsError
 from ..keys import Inode
-from .protocol import Caller, OpenFile, Subtree, dense_seek, read_only_dir, subtree_ino
+from .protocol import BytesFile, Caller, OpenFile, Subtree, read_only_dir, subtree_ino
 
 HOLD = 60.0  # seconds a reader keeps the snapshot it was told the size of
 FRESH = 1.0  # seconds an unopened snapshot is shared with new readers
@@ -206,19 +206,12 @@ class StatusFiles(Subtree):
             self._snaps.released(key)
 
 
-class _StatusFile(OpenFile):
+class _StatusFile(BytesFile):
     """An open status file: the snapshot fixed at its open."""
 
-    direct_io = True
-
     def __init__(self, files: StatusFiles, key: int, data: bytes) -> None:
-        self.files, self.key, self.data = files, key, data
-
-    def read(self, off: int, size: int) -> bytes:
-        return self.data[off : off + size]
-
-    def seek(self, off: int, whence: int) -> int:
-        return dense_seek(off, whence, len(self.data))
+        super().__init__(data)
+        self.files, self.key = files, key
 
     def release(self) -> None:
         self.files.released(self.key)

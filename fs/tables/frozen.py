@@ -30,7 +30,7 @@ import stat
 
 from ..errors import FsError
 from ..keys import Inode
-from ..subtrees.protocol import OpenFile
+from ..subtrees.protocol import BytesFile, OpenFile
 from .render import FORMATS, ViewReader, view_size
 from .store import Table
 from .subtree import (
@@ -41,7 +41,6 @@ from .subtree import (
     SCHEMA,
     SINGLE,
     STATUS,
-    BytesHandle,
     TablesSubtree,
     ViewHandle,
 )
@@ -211,7 +210,7 @@ class FrozenTables:
         if flags & (os.O_WRONLY | os.O_RDWR) or flags & os.O_TRUNC:
             raise FsError(errno.EROFS, "a snapshot is read-only")
         if kind in (SCHEMA, STATUS):
-            return BytesHandle(self._bytes(epoch, table, kind))
+            return BytesFile(self._bytes(epoch, table, kind))
         view = self._view_of(epoch, table, kind)
         if view is None:
             raise FsError(errno.ENOENT, f"no view {kind:#x} of table {table.name!r}")

@@ -56,7 +56,7 @@ from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
 from ..limits import check_name
-from ..subtrees.protocol import LOCAL_MASK, TOP, Caller, OpenFile, Subtree, dense_seek, subtree_ino
+from ..subtrees.protocol import LOCAL_MASK, TOP, BytesFile, Caller, OpenFile, Subtree, dense_seek, subtree_ino
 from .index import RejectedRecord
 from .ingest import IngestError, parse_file
 from .keys import key_bytes
@@ -603,20 +603,20 @@ class TablesSubtree(Subtree):
                 if entry.table is not None:
                     if writing:
                         raise FsError(errno.EACCES, "the schema of an existing table cannot change")
-                    return BytesHandle((entry.table.schema.text() + "\n").encode())
+                    return BytesFile((entry.table.schema.text() + "\n").encode())
                 if flags & os.O_TRUNC and writing:
                     entry.schema_buf.clear()
                 return SchemaHandle(self, entry)
             if kind == STATUS:
                 if writing:
                     raise FsError(errno.EACCES, "status.json is read-only")
-                return BytesHandle(self._status(entry))
+                return BytesFile(self._status(entry))
             if entry.table is None:
                 raise FsError(errno.ENOENT, f"table {entry.name!r} has no schema yet")
             if kind in entry.keyed:
                 if writing:
                     raise FsError(errno.EACCES, "a row by key is read-only")
-                return BytesHandle(entry.keyed[kind][1])
+                return BytesFile(entry.keyed[kind][1])
             view = self._view_of(entry, kind)
             if view is not None:
                 if writing:
@@ -737,21 +737,6 @@ class TablesSubtree(Subtree):
                 "rejected": entry.rejections,
             })
         return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-
-
-class BytesHandle(OpenFile):
-    """Fixed bytes (the schema of a table, a status document as it was at open)."""
-
-    direct_io = True
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, off: int, size: int) -> bytes:
-        return self.data[off : off + size]
-
-    def seek(self, off: int, whence: int) -> int:
-        return dense_seek(off, whence, len(self.data))
 
 
 class ViewHandle(OpenFile):
