@@ -23,34 +23,8 @@ from pathlib import Path
 
 from .atropos.lineitem import ATTRIBUTES, QUERY_ATTRIBUTES
 from .bench_queue_mount import Daemon
-from .bench_table import SCHEMA, TYPES, lineitem_csv
-
-SPARK_TYPES = {"int64": "long", "int32": "int", "string": "string", "date": "date", "decimal(15,2)": "decimal(15,2)"}
-
-
-def _q1(df):
-    from pyspark.sql import functions as F
-
-    price, disc, tax = F.col("l_extendedprice"), F.col("l_discount"), F.col("l_tax")
-    return (df.filter(F.col("l_shipdate") <= F.lit("1998-09-02").cast("date"))
-            .groupBy("l_returnflag", "l_linestatus")
-            .agg(F.sum("l_quantity"), F.sum(price), F.sum(price * (1 - disc)), F.sum(price * (1 - disc) * (1 + tax)),
-                 F.avg("l_quantity"), F.avg(price), F.avg(disc), F.count(F.lit(1)))
-            .orderBy("l_returnflag", "l_linestatus"))
-
-
-def _q6(df):
-    from pyspark.sql import functions as F
-
-    ship = F.col("l_shipdate")
-    return (df.filter((ship >= F.lit("1994-01-01").cast("date")) & (ship < F.lit("1995-01-01").cast("date")) &
-                      F.col("l_discount").between(0.05, 0.07) & (F.col("l_quantity") < 24))
-            .agg(F.sum(F.col("l_extendedprice") * F.col("l_discount"))))
-
-
-def _ddl(cols) -> str:
-    types = dict(zip(ATTRIBUTES, TYPES, strict=True))
-    return ", ".join(f"{c} {SPARK_TYPES[types[c]]}" for c in cols)
+from .bench_table import SCHEMA, lineitem_csv
+from .pipeline.lineitem import ddl, spark_q1, spark_q6
 
 
 def run(workdir: Path, count: int) -> dict:
@@ -71,16 +45,16 @@ def run(workdir: Path, count: int) -> dict:
         report = {"rows": count, "csv_bytes": len(data), "ingest_rows_per_s": count / ingest_s, "queries": {}}
         spark = session()
         try:
-            _q6(spark.read.option("header", True).schema(_ddl(QUERY_ATTRIBUTES["Q6"]))  # warm the JVM up, untimed
+            spark_q6(spark.read.option("header", True).schema(ddl(QUERY_ATTRIBUTES["Q6"]))  # warm the JVM up, untimed
                 .csv(str(t / "columns" / (",".join(QUERY_ATTRIBUTES["Q6"]) + ".csv")))).collect()
-            for q, fn in (("Q1", _q1), ("Q6", _q6)):
+            for q, fn in (("Q1", spark_q1), ("Q6", spark_q6)):
                 answers = []
                 for label, path, cols in (("rows.csv", t / "rows.csv", ATTRIBUTES),
                                           ("projection", t / "columns" / (",".join(QUERY_ATTRIBUTES[q]) + ".csv"),
                                            QUERY_ATTRIBUTES[q])):
                     before = json.loads((t / "status.json").read_bytes())["volume_bytes_read"]
                     t0 = time.perf_counter()
-                    df = spark.read.option("header", True).schema(_ddl(cols)).csv(str(path))
+                    df = spark.read.option("header", True).schema(ddl(cols)).csv(str(path))
                     answers.append([tuple(r) for r in fn(df).collect()])
                     wall = time.perf_counter() - t0
                     after = json.loads((t / "status.json").read_bytes())["volume_bytes_read"]
