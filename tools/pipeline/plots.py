@@ -15,6 +15,13 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, out: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
 def _per_second(series: list, end: float) -> list[int]:
     """Records added in each second ``[s, s+1)`` of a cumulative ``(time, count)`` series."""
     out = [0] * (int(end) + 1)
@@ -44,10 +51,7 @@ def throughput(report: dict, out: Path) -> Path:
     ax2.plot([t for t, _ in tl["lag"]], [n for _, n in tl["lag"]], color="tab:red")
     ax2.set_ylabel("lag (records)")
     ax2.set_xlabel("seconds since the producers started")
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, out)
 
 
 def query_bytes(report: dict, out: Path) -> Path:
@@ -63,10 +67,7 @@ def query_bytes(report: dict, out: Path) -> Path:
     ax.set_ylabel("MiB read from the volume")
     ax.set_title("/tables/lineitem: bytes read per query (Spark through the mount)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, out)
 
 
 def disk_time(report: dict, out: Path) -> Path:
@@ -82,10 +83,7 @@ def disk_time(report: dict, out: Path) -> Path:
     ax.set_ylabel("simulated disk time (ms, summed over disks)")
     ax.set_title("Scans of /tables/lineitem on simulated Atlas 10K III disks")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, out)
 
 
 def minipage_map(report: dict, out: Path) -> Path:
@@ -106,10 +104,7 @@ def minipage_map(report: dict, out: Path) -> Path:
         ax.set_yticks(range(len(cols)), [str(i) for i in range(len(cols))], fontsize=6)
     axes[-1, 0].set_xlabel("track")
     axes[0, 0].set_title(f"/tables/lineitem minipages on the disks' tracks ({d['placement']})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, out)
 
 
 def draw_all(report: dict, folder: Path) -> list[str]:

@@ -39,7 +39,7 @@ def spark_counts(spark, mnt: Path, name: str) -> dict:
     t0 = time.perf_counter()
     table = spark.read.option("header", True).schema(COUNTS_DDL).csv(str(rows_csv))
     agg = table.agg(F.count(F.lit(1)).alias("rows"), F.sum("events").alias("events")).collect()[0]
-    records = spark.read.schema(SCHEMA_DDL).json(str(segments)).count() if any(os.scandir(segments)) else 0
+    records = spark.read.schema(SCHEMA_DDL).json(str(segments)).count() if any(segments.iterdir()) else 0
     return {"table_rows": agg["rows"], "table_events": agg["events"] or 0, "segment_records": records,
             "spark_s": round(time.perf_counter() - t0, 2)}
 
