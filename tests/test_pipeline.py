@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,31 @@ def test_a_mount_in_use_in_the_work_folder_is_refused(tmp_path):
         assert (work / "mnt" / "inside").read_text() == "busy"
     finally:
         subprocess.run(["umount", str(work / "mnt")], check=True)
+
+
+@java
+@pytest.mark.timeout(300)
+def test_a_demo_killed_mid_way_leaves_a_mount_the_next_run_names(tmp_path):
+    """SIGKILL of ``trax demo`` once its filesystem is mounted: the mount daemon outlives it; the
+    next run refuses the folder naming the mount and the command that unmounts it, which works."""
+    work = tmp_path / "work"
+    proc = subprocess.Popen([sys.executable, "-m", "traxfs.tools.cli", "--json", "demo", "--workdir", str(work),
+                             "--scale", "0.02"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not mounted_under(work):
+            assert proc.poll() is None and time.monotonic() < deadline, "the demo never mounted its filesystem"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    mnt = mounted_under(work)[0]
+    again = demo(work, timeout=60)
+    assert again.returncode == 1
+    error = json.loads(again.stdout)["error"]
+    assert "is mounted" in error and f"trax umount {mnt}" in error
+    assert mounted_under(work) == [mnt]
+    umount = subprocess.run([sys.executable, "-m", "traxfs.tools.cli", "umount", mnt],  # as the message says
+                            capture_output=True, text=True, timeout=120)
+    assert umount.returncode == 0, umount.stderr
+    assert mounted_under(work) == []
