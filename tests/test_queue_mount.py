@@ -119,7 +119,9 @@ def test_commit_then_seek_replays_then_continues_live_without_gap_or_duplicate(q
         append(qdir, lines(100, 50))
         assert numbers(s.take(50)) == list(range(100, 150))  # ... then live, in the same open
         assert s.drained() == b""
-    # by time: every record was appended before t0, none after
+    # by time: every record was appended before t0, none after (records are stamped to the
+    # millisecond: those appended earlier in t0's millisecond would count as at t0)
+    time.sleep(0.01)
     t0 = time.time()
     time.sleep(0.01)
     append(qdir, lines(150, 5))
