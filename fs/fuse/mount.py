@@ -23,7 +23,7 @@ from ...volume.overlay import OverlayDevice
 from ..errors import FsError
 from ..filesystem import FileSystem
 from .loop import serve_loop
-from .operations import IOCTL_CMDS, TraxOperations
+from .operations import TraxOperations
 from .options import mount_options
 
 log = logging.getLogger("traxfs.fs")
@@ -31,6 +31,8 @@ log = logging.getLogger("traxfs.fs")
 MIN_TASKS, MAX_TASKS = 8, 64
 READ_AHEAD_KB = 1024  # one full-size FUSE read (max_pages 256) per readahead window
 _one_session = threading.Lock()
+NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "write", "flush",
+                    "release", "fsync", "getxattr", "unlink"})  # the slots fuse_lowlevel must fill
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,
@@ -60,14 +62,13 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
             options = mount_options(source, "traxfs", allow_other=allow_other, flags=frozenset(flags))
             made = fuse_lowlevel.sessions()
             try:
-                fuse_lowlevel.install(lseek=ops.lseek, fallocate=ops.fallocate, ioctl=ops.ioctl,  # not in pyfuse3
-                                      ioctl_cmds=IOCTL_CMDS)
+                ops.install_lowlevel()
             except RuntimeError as e:
                 raise FsError(errno.ENOSYS, f"mount of {source} refused: {e}") from None
             try:
                 pyfuse3.init(ops, mountpoint, options)
                 try:
-                    if fuse_lowlevel.sessions() == made or {"lseek", "fallocate", "ioctl"} - fuse_lowlevel.installed():
+                    if fuse_lowlevel.sessions() == made or NEEDED - fuse_lowlevel.installed():
                         raise FsError(errno.ENOSYS, f"mount of {source} refused: pyfuse3 made its FUSE session "
                                       "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE and fallocate would be wrong "
                                       "(is libfuse3 in LD_PRELOAD?)")

@@ -1,4 +1,4 @@
-"""The FUSE face of the filesystem: pyfuse3 requests -> :class:`FileSystem` calls.
+"""The FUSE face of the filesystem: FUSE requests -> :class:`FileSystem` calls.
 
 A translator only: what a name, inode or file is — the tree's own or a subtree's (``/.trax``,
 ``/.snapshots``, ``fs/subtrees/``) — is the filesystem's business; this layer passes each
@@ -12,6 +12,12 @@ readlink, getxattr, listxattr, opendir, and an open that truncates nothing) are 
 inline under ``nowait.no_wait()``: answered at once when everything they touch is in memory,
 handed to a worker the moment anything would wait (a thread hand-off costs several times a
 cached lookup).
+
+Two routes in: the hot requests (lookup, getattr, forget, create, write, flush, release, fsync,
+getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
+and those pyfuse3 lacks (lseek, fallocate, ioctl) come from ``traxfs.ext.fuse_lowlevel``, whose
+worker answers the kernel itself; every other request comes through pyfuse3 (the ``async``
+methods). pyfuse3's trio task per request costs more than most of these calls (issue 17).
 
 Kernel caches (what we chose and why):
 
@@ -46,6 +52,7 @@ import struct
 import pyfuse3
 
 from ...ext import fuse_lowlevel
+from ...ext.fuse_lowlevel import LATER
 from ..engine import nowait
 from ..engine.page import PageCorrupt
 from ..errors import FsError
@@ -124,6 +131,18 @@ class TraxOperations(pyfuse3.Operations):
         """The session is over: the worker threads end."""
         self._workers.close()
 
+    def install_lowlevel(self) -> None:
+        """Register with ``fuse_lowlevel`` the requests it serves instead of pyfuse3: those
+        pyfuse3 lacks (lseek, fallocate, ioctl) and the hot ones (a create through the mount is
+        six of them), each answered by a worker thread or, what needs no I/O, at once."""
+        fuse_lowlevel.install(
+            {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "unlink": self.ll_unlink, "create": self.ll_create,
+             "write": self.ll_write, "flush": self.ll_flush, "release": self.ll_release, "fsync": self.ll_fsync,
+             "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
+            inline={"lookup": self.ll_lookup_now, "getattr": self.ll_getattr_now, "forget": self.ll_forget,
+                    "flush": self.ll_flush_now, "getxattr": self.ll_getxattr_now},
+            submit=self._workers.submit, ioctl_cmds=IOCTL_CMDS)
+
     def counters(self) -> dict:
         """What this adapter adds to ``/.trax/filesystem.json``."""
         return {"fuse_reads": dict(self.stats),
@@ -162,22 +181,39 @@ class TraxOperations(pyfuse3.Operations):
         finally:
             self.stats["reads"] += 1
 
-    def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
-        a = pyfuse3.EntryAttributes()
-        a.st_ino = node.ino
-        a.generation = node.generation
+    def _call(self, fn, *args):
+        """``fn(*args)`` in a worker of the fast path (``fuse_lowlevel``), errors as errnos."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            raise self._fuse_error(fn, e) from None
+
+    def _now(self, fn, *args):
+        """``_read`` for the fast path, on the loop's thread: ``fn(*args)`` if everything it
+        needs is in memory, else ``LATER`` (a worker calls it then)."""
+        try:
+            return self.fs.try_now(fn, *args)
+        except nowait.WouldBlock:
+            self.stats["inline_misses"] += 1
+            return LATER
+        except Exception as e:
+            raise self._fuse_error(fn, e) from None
+        finally:
+            self.stats["reads"] += 1
+
+    def _entry_tuple(self, node: Inode) -> tuple:
+        """``node`` as ``fuse_lowlevel`` replies an entry (and the cache timeouts chosen for it)."""
         volatile = self.fs.volatile(node.ino)
-        a.entry_timeout = 0 if volatile else TIMEOUT  # (its name may go by itself too: an ingested file)
-        a.attr_timeout = 0 if volatile else TIMEOUT
-        a.st_mode = node.mode
-        a.st_nlink = node.nlink
-        a.st_uid, a.st_gid = node.uid, node.gid
-        a.st_rdev = node.rdev
-        a.st_size = node.size
+        timeout = 0 if volatile else TIMEOUT  # (its name may go by itself too: an ingested file)
+        return (node.ino, node.generation, timeout, timeout, node.mode, node.nlink, node.uid, node.gid,
+                node.rdev, node.size, node.blocks, node.atime_ns, node.mtime_ns, node.ctime_ns)
+
+    def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
+        """The same for the requests pyfuse3 serves."""
+        a = pyfuse3.EntryAttributes()
+        (a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
+         a.st_rdev, a.st_size, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns) = self._entry_tuple(node)
         a.st_blksize = 1 << 20
-        a.st_blocks = node.blocks
-        a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = node.atime_ns, node.mtime_ns, node.ctime_ns
-        a.st_birthtime_ns = node.crtime_ns
         return a
 
     def _referenced(self, node: Inode) -> pyfuse3.EntryAttributes:
@@ -185,27 +221,40 @@ class TraxOperations(pyfuse3.Operations):
         self.fs.ref(node.ino)
         return self._entry(node)
 
-    async def _unref(self, ino: int, n: int = 1) -> None:
-        if self.fs.unref(ino, n):  # the last reference of an unlinked inode: free it in a worker
-            await self._run(self.fs.collect, ino)
+    def _unref(self, ino: int, n: int = 1) -> None:
+        """Drop kernel references; the last one of an unlinked inode frees it, in a worker."""
+        if self.fs.unref(ino, n):
+            self._workers.submit(lambda: self._call(self.fs.collect, ino))
 
-    def _opened(self, handle: OpenFile) -> pyfuse3.FileInfo:
+    def _opened(self, handle: OpenFile) -> int:
         fh = next(self._fh)
         self._open[fh] = handle
-        return pyfuse3.FileInfo(fh=fh, direct_io=handle.direct_io, keep_cache=handle.keep_cache,
-                                nonseekable=handle.nonseekable)
+        return fh
 
     # ----- names --------------------------------------------------------------------------------
-    async def lookup(self, parent_inode, name, ctx=None):
-        return self._referenced(await self._read(self.fs.lookup, parent_inode, name, _caller(ctx)))
+    def ll_lookup_now(self, parent: int, name: bytes, pid: int, uid: int, gid: int):
+        node = self._now(self.fs.lookup, parent, name, Caller(pid, uid, gid))
+        if node is LATER:
+            return LATER
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
 
-    async def forget(self, inode_list):
-        for ino, n in inode_list:
+    def ll_lookup(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> tuple:
+        node = self._call(self.fs.lookup, parent, name, Caller(pid, uid, gid))
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
+
+    def ll_forget(self, pairs: list[tuple[int, int]]) -> None:
+        for ino, n in pairs:
             if ino != ROOT_INO:
-                await self._unref(ino, n)
+                self._unref(ino, n)
 
-    async def getattr(self, inode, ctx=None):
-        return self._entry(await self._read(self.fs.getattr, inode, _caller(ctx)))
+    def ll_getattr_now(self, ino: int, pid: int, uid: int, gid: int):
+        node = self._now(self.fs.getattr, ino, Caller(pid, uid, gid))
+        return node if node is LATER else self._entry_tuple(node)
+
+    def ll_getattr(self, ino: int, pid: int, uid: int, gid: int) -> tuple:
+        return self._entry_tuple(self._call(self.fs.getattr, ino, Caller(pid, uid, gid)))
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         kw = {arg: getattr(attr, field) for flag, arg, field in SETATTR_FIELDS if getattr(fields, flag)}
@@ -229,8 +278,8 @@ class TraxOperations(pyfuse3.Operations):
     async def link(self, inode, new_parent_inode, new_name, ctx):
         return self._referenced(await self._run(self.fs.link, inode, new_parent_inode, new_name, _caller(ctx)))
 
-    async def unlink(self, parent_inode, name, ctx):
-        await self._run(self.fs.unlink, parent_inode, name, _caller(ctx))
+    def ll_unlink(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> None:
+        self._call(self.fs.unlink, parent, name, Caller(pid, uid, gid))
 
     async def rmdir(self, parent_inode, name, ctx):
         await self._run(self.fs.rmdir, parent_inode, name, _caller(ctx))
@@ -242,17 +291,22 @@ class TraxOperations(pyfuse3.Operations):
     async def open(self, inode, flags, ctx):
         # libfuse asks for atomic O_TRUNC: such an open changes the file, so never inline
         call = self._run if flags & os.O_TRUNC and flags & WRITE_ACCESS else self._read
-        return self._opened(await call(self.fs.open_file, inode, flags, _caller(ctx)))
+        handle = await call(self.fs.open_file, inode, flags, _caller(ctx))
+        return pyfuse3.FileInfo(fh=self._opened(handle), direct_io=handle.direct_io, keep_cache=handle.keep_cache,
+                                nonseekable=handle.nonseekable)
 
-    async def create(self, parent_inode, name, mode, flags, ctx):
-        node, handle = await self._run(self.fs.create_file, parent_inode, name, mode, flags, _caller(ctx))
-        return self._opened(handle), self._referenced(node)
+    def ll_create(self, parent: int, name: bytes, mode: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
+        node, handle = self._call(self.fs.create_file, parent, name, mode, flags, Caller(pid, uid, gid))
+        self.fs.ref(node.ino)
+        self._caps[node.ino] = False  # a new file has no attributes: its first write needs no lookup
+        return self._entry_tuple(node), (self._opened(handle), handle.direct_io, handle.keep_cache,
+                                         handle.nonseekable)
 
     async def read(self, fh, off, size):
         return await self._run(self._open[fh].read, off, size)
 
-    async def write(self, fh, off, buf):
-        return await self._run(self._open[fh].write, off, buf)
+    def ll_write(self, fh: int, off: int, data: bytes) -> int:
+        return self._call(self._open[fh].write, off, data)
 
     def lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel``
@@ -297,16 +351,21 @@ class TraxOperations(pyfuse3.Operations):
         except Exception as e:
             raise self._fuse_error(self.ioctl, e) from None
 
-    async def flush(self, fh):
+    def ll_flush_now(self, fh: int):
+        """Nothing to flush (the common case) is answered on the loop's thread."""
         handle = self._open.get(fh)
-        if handle is not None and handle.flush_pending():
-            await self._run(handle.flush)
+        return LATER if handle is not None and handle.flush_pending() else None
 
-    async def release(self, fh):
-        await self._run(self._open.pop(fh).release)
+    def ll_flush(self, fh: int) -> None:
+        handle = self._open.get(fh)
+        if handle is not None:
+            self._call(handle.flush)
 
-    async def fsync(self, fh, datasync):
-        await self._run(self._open[fh].fsync, bool(datasync))
+    def ll_release(self, fh: int) -> None:
+        self._call(self._open.pop(fh).release)
+
+    def ll_fsync(self, fh: int, datasync: bool) -> None:
+        self._call(self._open[fh].fsync, datasync)
 
     # ----- directories --------------------------------------------------------------------------
     async def opendir(self, inode, ctx):
@@ -331,7 +390,7 @@ class TraxOperations(pyfuse3.Operations):
                     self.fs.ref(node.ino)
                 if not pyfuse3.readdir_reply(token, name, self._entry(node), cookie):
                     if counted:
-                        await self._unref(node.ino)  # ... only if the entry fit in the reply
+                        self._unref(node.ino)  # ... only if the entry fit in the reply
                     d.end = after
                     return
                 after, sent = cookie, sent + 1
@@ -344,24 +403,35 @@ class TraxOperations(pyfuse3.Operations):
         await self._run(self.fs.fsync_dir, self._dirs[fh].ino, bool(datasync))
 
     # ----- extended attributes ------------------------------------------------------------------
-    async def getxattr(self, inode, name, ctx):
+    def ll_getxattr_now(self, ino: int, name: bytes):
         if name == CAPS:
             # the kernel asks this before every write (may the write drop file capabilities?);
-            # the answer is cached per inode and served on the trio thread, no worker hop
-            has = self._caps.get(inode)
-            if has is False:
+            # the answer is cached per inode and served on the loop's thread, no worker hop
+            if self._caps.get(ino) is False:
                 raise pyfuse3.FUSEError(errno.ENODATA)
             if len(self._caps) > 1 << 17:
                 self._caps.clear()
-            try:
-                value = await self._read(self.fs.getxattr, inode, name)
-            except pyfuse3.FUSEError as e:
-                if e.errno == errno.ENODATA:
-                    self._caps[inode] = False
-                raise
-            self._caps[inode] = True
-            return value
+        return self._noting_caps(ino, name, self._now)
+
+    def ll_getxattr(self, ino: int, name: bytes) -> bytes:
+        return self._noting_caps(ino, name, self._call)
+
+    async def getxattr(self, inode, name, ctx):
+        """pyfuse3 still asks this itself: it checks ``XATTR_CREATE`` / ``XATTR_REPLACE`` of a
+        setxattr with a getxattr first."""
         return await self._read(self.fs.getxattr, inode, name)
+
+    def _noting_caps(self, ino: int, name: bytes, call):
+        """``fs.getxattr`` through ``call``; whether ``ino`` has capabilities is remembered."""
+        try:
+            value = call(self.fs.getxattr, ino, name)
+        except pyfuse3.FUSEError as e:
+            if name == CAPS and e.errno == errno.ENODATA:
+                self._caps[ino] = False
+            raise
+        if name == CAPS and value is not LATER:
+            self._caps[ino] = True
+        return value
 
     async def setxattr(self, inode, name, value, ctx):
         self._caps.pop(inode, None)

@@ -15,6 +15,7 @@ call that has begun cannot be cancelled: the task waits for its outcome.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from typing import Any
 
 import outcome
 import trio
+
+log = logging.getLogger("traxfs.fs")
 
 
 class WorkerPool:
@@ -48,7 +51,12 @@ class WorkerPool:
         self._submit(fn, deliver)
         return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
 
-    def _submit(self, fn: Callable[[], Any], deliver: Callable[[outcome.Outcome], None]) -> None:
+    def submit(self, job: Callable[[], None]) -> None:
+        """``job()`` in a worker thread, from any thread; nobody waits for it (it answers for
+        itself: ``traxfs.ext.fuse_lowlevel``'s requests reply to the kernel from the worker)."""
+        self._submit(job, None)
+
+    def _submit(self, fn: Callable[[], Any], deliver: Callable[[outcome.Outcome], None] | None) -> None:
         with self._lock:
             self._busy += 1
             spawn = self._busy > self._threads and self._threads < self.limit
@@ -67,7 +75,10 @@ class WorkerPool:
             result = outcome.capture(fn)
             with self._lock:
                 self._busy -= 1
-            deliver(result)
+            if deliver is not None:
+                deliver(result)
+            elif isinstance(result, outcome.Error):
+                log.error("internal error in a worker job", exc_info=result.error)
 
     def close(self) -> None:
         """Let every thread end once the jobs queued before are done."""

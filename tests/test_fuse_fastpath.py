@@ -1,0 +1,189 @@
+"""The hot FUSE requests served by ``traxfs.ext.fuse_lowlevel`` instead of pyfuse3 (issue 17):
+lookup, getattr, forget, create, write, flush, release, fsync, getxattr and unlink each take the
+route, answer with what the filesystem said (errnos, a bug as EIO with a log line, getxattr's
+buffer sizes), and keep the kernel's reference counts exact, so unlinked files are freed.
+
+The filesystem is served from a thread of this process (as ``trax mount`` serves it), so a
+test can break a filesystem call on purpose."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from traxfs.fs.filedata import FileHandle
+from traxfs.fs.filesystem import FileSystem
+from traxfs.fs.fuse.mount import NEEDED
+from traxfs.volume.device import ImageFileDevice
+
+MiB = 1 << 20
+pytestmark = pytest.mark.timeout(180)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The mountpoint of a filesystem served from a thread of this process."""
+    from traxfs.fs.fuse.mount import serve
+
+    dev = ImageFileDevice(str(tmp_path / "fast.img"), 256 * MiB, create=True)
+    FileSystem.mkfs(dev)
+    mp = Path(tempfile.mkdtemp(prefix="traxfs-fast-", dir="/tmp"))
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(dev, str(mp), source="traxfs:fast", ready=ready.set)
+        except BaseException as e:  # noqa: BLE001  (reported by the fixture)
+            failure.append(e)
+            ready.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        assert ready.wait(60) and not failure, f"mount failed: {failure}"
+        yield mp
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
+        t.join(60)
+        if os.path.ismount(mp):
+            subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
+        shutil.rmtree(mp, ignore_errors=True)
+        dev.close()
+    assert not t.is_alive(), "server thread did not finish after unmount"
+
+
+def _status(mp: Path) -> dict:
+    return json.loads((mp / ".trax" / "filesystem.json").read_text())
+
+
+def _drop_kernel_caches() -> None:
+    """Dentries and inodes out of the kernel's caches: it forgets what it held (FORGET)."""
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2\n")
+
+
+def _wait_for(cond, what, timeout: float = 30) -> None:
+    """Until ``cond()``; ``what`` (a string, or a callable giving one) says what failed."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(0.05)
+
+
+def test_hot_requests_take_the_fast_route(served):
+    before = _status(served)["fuse_lowlevel"]
+    assert before["installed"] == sorted(NEEDED)
+    d = served / "d"
+    d.mkdir()
+    for i in range(20):
+        with open(d / f"f{i}", "wb") as f:
+            f.write(b"x" * 1000)
+            os.fsync(f.fileno())
+    for i in range(20):
+        assert os.stat(d / f"f{i}").st_size == 1000
+    _drop_kernel_caches()
+    for i in range(20):
+        assert os.stat(d / f"f{i}").st_size == 1000  # looked up again
+        os.unlink(d / f"f{i}")
+    _drop_kernel_caches()
+    after = _status(served)["fuse_lowlevel"]
+    for op in ("create", "write", "flush", "release", "fsync", "lookup", "unlink", "forget", "getxattr"):
+        assert after[op] >= before[op] + 20, (op, before[op], after[op])
+    assert after["getattr"] >= before["getattr"]
+    assert os.listdir(d) == []
+
+
+def test_references_return_and_unlinked_files_are_freed(served):
+    """Every lookup and create reply takes a reference the kernel gives back with FORGET: once
+    the kernel drops its caches the filesystem holds none of the files, and the unlinked ones
+    are destroyed (their space back)."""
+    d = served / "refs"
+    d.mkdir()
+    _drop_kernel_caches()
+    base = _status(served)["referenced_inodes"]
+    free_before = os.statvfs(served).f_bfree
+    for i in range(100):
+        (d / f"f{i}").write_bytes(os.urandom(64 * 1024))
+    for i in range(100):
+        os.stat(d / f"f{i}")
+    with open(d / "f0", "rb") as held:  # open while unlinked: kept until closed
+        for i in range(100):
+            os.unlink(d / f"f{i}")
+        _drop_kernel_caches()
+        # the open file's dentry pins it and its directory
+        _wait_for(lambda: _status(served)["referenced_inodes"] == base + 2,
+                  lambda: f"references were not given back: {_status(served)['referenced_inodes']} held, {base} + 2 expected")
+        assert held.read(10) and len(held.read()) == 64 * 1024 - 10
+    _drop_kernel_caches()
+    _wait_for(lambda: _status(served)["referenced_inodes"] == base, "the last reference stayed")
+    _wait_for(lambda: os.statvfs(served).f_bfree >= free_before - 16, "the unlinked files' space was not freed")
+
+
+def _getxattr(path: Path, name: bytes, size: int) -> tuple[int, bytes]:
+    buf = ctypes.create_string_buffer(max(size, 1))
+    n = _libc.getxattr(str(path).encode(), name, buf if size else None, ctypes.c_size_t(size))
+    if n < 0:
+        return -ctypes.get_errno(), b""
+    return n, buf.raw[:n] if size else b""
+
+
+def test_getxattr_buffer_sizes(served):
+    p = served / "x"
+    p.write_bytes(b"")
+    os.setxattr(p, "user.k", b"twelve bytes")
+    assert _getxattr(p, b"user.k", 0) == (12, b"")  # the size only
+    assert _getxattr(p, b"user.k", 5) == (-errno.ERANGE, b"")
+    assert _getxattr(p, b"user.k", 12) == (12, b"twelve bytes")
+    assert _getxattr(p, b"user.none", 64) == (-errno.ENODATA, b"")
+    assert _getxattr(p, b"security.capability", 64) == (-errno.ENODATA, b"")  # cached, then asked again
+    assert _getxattr(p, b"security.capability", 64) == (-errno.ENODATA, b"")
+
+
+def test_errors_answer_their_errno_and_bugs_eio(served, monkeypatch, caplog):
+    """A fast handler's call that raises an FsError answers its errno; a bug answers EIO with
+    a log line; the mount goes on either way (an unanswered request would hang the caller)."""
+    from traxfs.fs.errors import FsError
+
+    (served / "f").write_bytes(b"a")
+    real_create, real_write = FileSystem.create_file, FileHandle.write
+
+    def full(*a, **k):
+        raise FsError(errno.ENOSPC, "full")
+
+    def bug(*a, **k):
+        raise RuntimeError("a bug")
+
+    for broken, want in ((full, errno.ENOSPC), (bug, errno.EIO)):
+        monkeypatch.setattr(FileSystem, "create_file", broken)
+        with pytest.raises(OSError) as e:
+            open(served / f"new-{want}", "wb").close()
+        assert e.value.errno == want
+        monkeypatch.setattr(FileSystem, "create_file", real_create)
+        monkeypatch.setattr(FileHandle, "write", broken)
+        with open(served / "f", "r+b", buffering=0) as f:
+            with pytest.raises(OSError) as e:
+                f.write(b"b")
+            assert e.value.errno == want
+        monkeypatch.setattr(FileHandle, "write", real_write)
+    assert any(r.getMessage().startswith("internal error in") for r in caplog.records)
+    monkeypatch.setattr(FileSystem, "lookup", bug)
+    with pytest.raises(OSError) as e:
+        os.stat(served / "not-cached")
+    assert e.value.errno == errno.EIO
+    monkeypatch.undo()
+    with open(served / "g", "wb") as f:
+        f.write(b"fine")
+    assert (served / "g").read_bytes() == b"fine" and (served / "f").read_bytes() == b"a"
+    assert not (served / f"new-{errno.ENOSPC}").exists()
