@@ -405,13 +405,18 @@ cdef inline tuple _caller(fuse_req_t req):
 # ----- the handlers libfuse calls (loop's thread; each takes the GIL) -----------------------------
 # Building the arguments can fail only for want of memory; the request is answered EIO then.
 
-cdef void _ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept with gil:
+cdef void _dispatch_named(fuse_req_t req, str op, fuse_ino_t parent, const char* name) noexcept:
+    """A request about ``name`` in ``parent``, on behalf of its caller (lookup, unlink)."""
     try:
         args = (parent, <bytes> name) + _caller(req)
     except BaseException:  # noqa: BLE001
         fuse_reply_err(req, _errno.EIO)
         return
-    _dispatch(req, "lookup", args)
+    _dispatch(req, op, args)
+
+
+cdef void _ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept with gil:
+    _dispatch_named(req, "lookup", parent, name)
 
 
 cdef void _ll_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
@@ -448,12 +453,7 @@ cdef void _ll_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forge
 
 
 cdef void _ll_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept with gil:
-    try:
-        args = (parent, <bytes> name) + _caller(req)
-    except BaseException:  # noqa: BLE001
-        fuse_reply_err(req, _errno.EIO)
-        return
-    _dispatch(req, "unlink", args)
+    _dispatch_named(req, "unlink", parent, name)
 
 
 cdef void _ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -128,3 +129,35 @@ def traxfs_mount(tmp_path: Path, size: int = 512 * MiB, args: tuple[str, ...] = 
     finally:
         m.kill()
         shutil.rmtree(top, ignore_errors=True)
+
+
+@contextmanager
+def served_in_thread(dev, prefix: str, source: str):
+    """The mountpoint of the filesystem on ``dev`` served from a thread of this process (as
+    ``trax mount`` serves it), so that a test can change the filesystem's code under the mount;
+    unmounted at the end, and the serving thread must have finished."""
+    from traxfs.fs.fuse.mount import serve
+
+    mp = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(dev, str(mp), source=source, ready=ready.set)
+        except BaseException as e:  # noqa: BLE001  (reported here)
+            failure.append(e)
+            ready.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        assert ready.wait(60) and not failure, f"mount failed: {failure}"
+        yield mp
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
+        t.join(60)
+        if os.path.ismount(mp):
+            subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
+        shutil.rmtree(mp, ignore_errors=True)
+    assert not t.is_alive(), "server thread did not finish after unmount"

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +19,7 @@ from pathlib import Path
 import pyfuse3
 import pytest
 import trio
-from fsmount import traxfs_mount
+from fsmount import served_in_thread, traxfs_mount
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.engine import nowait
@@ -69,36 +66,17 @@ class GatedDevice(Device):
 @pytest.fixture
 def gated(tmp_path):
     """(device, mountpoint): the filesystem served from a thread of this process."""
-    from traxfs.fs.fuse.mount import serve
-
     inner = ImageFileDevice(str(tmp_path / "slow.img"), 256 * MiB, create=True)
     FileSystem.mkfs(inner)
     dev = GatedDevice(inner)
-    mp = Path(tempfile.mkdtemp(prefix="traxfs-gated-", dir="/tmp"))
-    ready = threading.Event()
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            serve(dev, str(mp), source="traxfs:gated", ready=ready.set)
-        except BaseException as e:  # noqa: BLE001  (reported by the fixture)
-            failure.append(e)
-            ready.set()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
     try:
-        assert ready.wait(60) and not failure, f"mount failed: {failure}"
-        yield dev, mp
+        with served_in_thread(dev, "traxfs-gated-", "traxfs:gated") as mp:
+            try:
+                yield dev, mp
+            finally:
+                dev.gate.set()
     finally:
-        dev.gate.set()
-        subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
-        t.join(60)
-        if os.path.ismount(mp):
-            subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
-        shutil.rmtree(mp, ignore_errors=True)
         inner.close()
-    assert not t.is_alive(), "server thread did not finish after unmount"
 
 
 def _unrelated_work(mp: Path) -> str:

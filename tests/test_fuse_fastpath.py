@@ -12,14 +12,11 @@ import ctypes
 import errno
 import json
 import os
-import shutil
-import subprocess
-import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from fsmount import served_in_thread
 
 from traxfs.fs.filedata import FileHandle
 from traxfs.fs.filesystem import FileSystem
@@ -34,34 +31,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 @pytest.fixture
 def served(tmp_path):
     """The mountpoint of a filesystem served from a thread of this process."""
-    from traxfs.fs.fuse.mount import serve
-
     dev = ImageFileDevice(str(tmp_path / "fast.img"), 256 * MiB, create=True)
     FileSystem.mkfs(dev)
-    mp = Path(tempfile.mkdtemp(prefix="traxfs-fast-", dir="/tmp"))
-    ready = threading.Event()
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            serve(dev, str(mp), source="traxfs:fast", ready=ready.set)
-        except BaseException as e:  # noqa: BLE001  (reported by the fixture)
-            failure.append(e)
-            ready.set()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
     try:
-        assert ready.wait(60) and not failure, f"mount failed: {failure}"
-        yield mp
+        with served_in_thread(dev, "traxfs-fast-", "traxfs:fast") as mp:
+            yield mp
     finally:
-        subprocess.run(["fusermount3", "-u", str(mp)], capture_output=True)
-        t.join(60)
-        if os.path.ismount(mp):
-            subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
-        shutil.rmtree(mp, ignore_errors=True)
         dev.close()
-    assert not t.is_alive(), "server thread did not finish after unmount"
 
 
 def _status(mp: Path) -> dict:

@@ -171,15 +171,8 @@ class TraxOperations(pyfuse3.Operations):
     async def _read(self, fn, *args):
         """A read-only call: answered inline when everything it needs is in memory (no worker
         thread hand-off, which costs several times the lookup), else in a worker like any other."""
-        try:
-            return self.fs.try_now(fn, *args)
-        except nowait.WouldBlock:
-            self.stats["inline_misses"] += 1
-            return await self._run(fn, *args)
-        except Exception as e:
-            raise self._fuse_error(fn, e) from None
-        finally:
-            self.stats["reads"] += 1
+        result = self._now(fn, *args)
+        return await self._run(fn, *args) if result is LATER else result
 
     def _call(self, fn, *args):
         """``fn(*args)`` in a worker of the fast path (``fuse_lowlevel``), errors as errnos."""
@@ -189,8 +182,8 @@ class TraxOperations(pyfuse3.Operations):
             raise self._fuse_error(fn, e) from None
 
     def _now(self, fn, *args):
-        """``_read`` for the fast path, on the loop's thread: ``fn(*args)`` if everything it
-        needs is in memory, else ``LATER`` (a worker calls it then)."""
+        """On the loop's thread: ``fn(*args)`` if everything it needs is in memory, else
+        ``LATER`` (a worker calls it then)."""
         try:
             return self.fs.try_now(fn, *args)
         except nowait.WouldBlock:
@@ -214,6 +207,7 @@ class TraxOperations(pyfuse3.Operations):
         (a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
          a.st_rdev, a.st_size, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns) = self._entry_tuple(node)
         a.st_blksize = 1 << 20
+        a.st_birthtime_ns = node.crtime_ns
         return a
 
     def _referenced(self, node: Inode) -> pyfuse3.EntryAttributes:
