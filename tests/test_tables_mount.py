@@ -8,6 +8,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -206,6 +208,27 @@ def test_the_committer_dance(m):
     ingest(t, "part-1.csv", b"k,s\n1,a\n2,b\n")
     assert (t / "rows.csv").read_bytes() == b"k,s\n1,a\n2,b\n1,a\n2,b\n"
     assert [i["duplicate"] for i in status(t)["ingests"]] == [False, True, False]
+
+
+def test_a_marker_outlives_a_childs_close(m):
+    """Hadoop's create of _SUCCESS: the JVM keeps its descriptor open while a child it forked
+    closes the inherited copy (a flush of the same open) and chmods the file by name. The
+    marker must still be there for the chmod; it goes at the release."""
+    t = new_table(m, "k int64")
+    marker = t / "ingest" / "_SUCCESS"
+    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        closes_then_chmods = "import os, sys; os.close(int(sys.argv[1])); os.execvp('chmod', ['chmod', '644', sys.argv[2]])"
+        child = subprocess.run([sys.executable, "-c", closes_then_chmods, str(fd), str(marker)],
+                               pass_fds=(fd,), capture_output=True, text=True, timeout=30)
+        assert child.returncode == 0, child.stderr
+        assert os.stat(marker).st_mode & 0o777 == 0o644
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10  # gone at its release, which close(2) does not wait for
+    while marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not marker.exists()
 
 
 def test_an_open_reader_keeps_its_version(m):

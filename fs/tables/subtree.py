@@ -820,7 +820,8 @@ class StagedHandle(OpenFile):
         """close(2) of a data file written in ``ingest/``: ingest it now, so the close answers
         with the file's fate (a marker waits for :meth:`release`: Hadoop chmods ``_SUCCESS``
         from a child process after the child closed its inherited descriptor)."""
-        self.subtree._ingest(self.entry, self.node)
+        if self.flush_pending():
+            self.subtree._ingest(self.entry, self.node)
 
     def release(self) -> None:
         if self._arrived() and _marker(self.node.name):
