@@ -9,17 +9,19 @@ imported, promotes itself into the process's global symbol scope (``dlopen`` wit
 ``RTLD_NOLOAD | RTLD_GLOBAL``). pyfuse3's extension, loaded later, binds its call to ours; ours
 copies the table it was given, puts our handlers in the slots we registered (over pyfuse3's for
 the hot ones), and calls libfuse's own ``fuse_session_new`` (``dlvsym(RTLD_NEXT, …,
-"FUSE_3.0")``). It also defines ``fuse_session_destroy``, to answer requests still in flight
-before the session is freed. Nothing changes for a process that never registers a handler: the
-table passes through as it came.
+"FUSE_3.0")``). Nothing changes for a process that never registers a handler: the table
+passes through as it came.
 
 Why the hot requests bypass pyfuse3: pyfuse3 turns every request into a trio task whose
 coroutine awaits the filesystem and answers (~140 µs of Python per request on this machine,
-``BENCHMARKS.md``), and a create through the mount is six requests. Here a request costs one
-call into Python on the loop's thread: an ``inline`` callable answers at once what needs no I/O
-(a cached lookup, getattr, a flush with nothing to do, forget), anything else goes on the
-worker pool's queue (``submit``) and the worker thread answers the kernel itself (libfuse's
-reply functions are thread-safe), with no trip back through the loop.
+``BENCHMARKS.md``), and a create through the mount is six requests. When a session has our
+slots, threads of this module read ``/dev/fuse`` instead of pyfuse3 (as libfuse's
+multi-threaded loop does; it also defines ``fuse_session_fd``, ``fuse_session_receive_buf``,
+``fuse_session_unmount`` and ``fuse_session_destroy`` for that): a request for one of our slots
+is answered start to end by the thread that read it, one call into Python, no hand-off; a
+thread that waits (for the device, the log) holds up only its request, since another starts
+to read while none is idle, and the spares end when the burst is over. Every other request is
+queued for pyfuse3's tasks, which wait on a pipe instead of the device.
 
 Import order matters and is checked loudly: the ``traxfs`` package imports this module first,
 before anything under it can import pyfuse3 (Python opens extensions ``RTLD_NOW``, so a pyfuse3
@@ -28,8 +30,8 @@ first, and :func:`installed` tells, after ``pyfuse3.init()``, which slots the se
 
 Each request is answered exactly once: with the callable's result, with the errno of what it
 raised (an exception with an ``errno`` attribute: ``FsError``, ``FUSEError``, ``OSError``),
-with EIO and a log line for anything else, or with EIO at unmount if its worker has not
-answered by then. The kernel refuses a reply only once the connection is aborted (a request it
+with EIO and a log line for anything else, or with EIO at unmount if its reader has not
+answered by then (``DRAIN_TIMEOUT``). The kernel refuses a reply only once the connection is aborted (a request it
 has sent waits for its answer even when the caller is killed): the session is over then, so
 what the result took (a lookup reference, an open handle) goes with it; the refusal is logged.
 """
@@ -38,8 +40,6 @@ import errno as _errno
 import logging
 import sys
 import threading
-from collections.abc import Callable
-from functools import partial
 
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memset
@@ -51,8 +51,16 @@ cdef extern from *:
     #define _GNU_SOURCE
     #endif
     #include <dlfcn.h>
+    #include <errno.h>
+    #include <fcntl.h>
+    #include <poll.h>
+    #include <pthread.h>
+    #include <stdint.h>
     #include <stdio.h>
+    #include <stdlib.h>
+    #include <time.h>
     #include <string.h>
+    #include <unistd.h>
     #include <sys/stat.h>
     #include <fuse_lowlevel.h>
 
@@ -67,6 +75,7 @@ cdef extern from *:
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
+    static double (*traxll_drain_seconds)(void);  /* reads DRAIN_TIMEOUT (GIL taken) */
 
     typedef struct fuse_session *(*traxll_new_fn)(struct fuse_args *, const struct fuse_lowlevel_ops *,
                                                   size_t, void *);
@@ -117,14 +126,371 @@ cdef extern from *:
         return real(args, &ops, sizeof ops, userdata);
     }
 
+    /* ----- the session's reader threads -----------------------------------------------------
+       pyfuse3 reads each request in a trio task: a lock, an epoll registration, a wake-up and a
+       scheduler round per request, and our handler then handed anything that could wait to a
+       worker thread (a second wake-up). When this module serves slots, threads of its own read
+       /dev/fuse instead, like libfuse's multi-threaded loop: a request for one of our slots is
+       answered by the thread that read it, start to end (it takes the GIL for its call into
+       Python; a thread that waits for the device or the log holds up only its own request,
+       since another thread is started to read while none is idle). Any other request is
+       queued for pyfuse3, whose tasks wait on a pipe instead of the device
+       (``fuse_session_fd`` returns its read end) and take it from the queue
+       (``fuse_session_receive_buf``). Replies go to the session's own descriptor as before. */
+    #define TRAXLL_MAX_READERS 64  /* requests of ours answered at once (each may wait for I/O) */
+    #define TRAXLL_MAX_IDLE 2  /* a reader that finds this many others idle ends */
+
+    typedef int (*traxll_fd_fn)(struct fuse_session *);
+    typedef int (*traxll_recv_fn)(struct fuse_session *, struct fuse_buf *);
+    typedef void (*traxll_proc_fn)(struct fuse_session *, const struct fuse_buf *);
+
+    struct traxll_queued { struct traxll_queued *next; size_t size; void *mem; };
+
+    static struct {
+        struct fuse_session *se;  /* the session read, while ``running`` */
+        int running;  /* readers started for ``se`` and not yet stopped */
+        int stopping;  /* the session is being destroyed: readers end */
+        int done;  /* the device ended (unmounted, aborted): pyfuse3's receive gets 0 */
+        int threads, idle, peak;  /* readers alive; of them waiting for a request; most alive */
+        unsigned long gen;  /* the readers' generation: a reader of an older session (still busy
+                               when that session ended) only finishes and leaves */
+        int dev;  /* our own descriptor of the session's /dev/fuse (dup, non-blocking) */
+        int wake_r, wake_w;  /* one byte per request queued for pyfuse3 (+1 once done) */
+        int stop_r, stop_w;  /* written at destroy: every reader wakes and ends */
+        pthread_mutex_t lock;  /* all of the above but the descriptors' use */
+        pthread_cond_t gone;  /* a reader ended */
+        struct traxll_queued *head, *tail;
+        unsigned long direct, queued;  /* requests answered by readers / queued for pyfuse3 */
+    } traxll_rd = { .lock = PTHREAD_MUTEX_INITIALIZER, .gone = PTHREAD_COND_INITIALIZER, .dev = -1,
+                    .wake_r = -1, .wake_w = -1, .stop_r = -1, .stop_w = -1 };
+    static traxll_proc_fn traxll_process;
+
+    /* Is this opcode (linux/fuse.h) one of the slots the session got from us? */
+    static int traxll_ours(uint32_t opcode) {
+        switch (opcode) {
+        case 1: return traxll_filled & TRAXLL_LOOKUP;
+        case 2: case 42: return traxll_filled & TRAXLL_FORGET;  /* FORGET, BATCH_FORGET */
+        case 3: return traxll_filled & TRAXLL_GETATTR;
+        case 10: return traxll_filled & TRAXLL_UNLINK;
+        case 16: return traxll_filled & TRAXLL_WRITE;
+        case 18: return traxll_filled & TRAXLL_RELEASE;
+        case 20: return traxll_filled & TRAXLL_FSYNC;
+        case 22: return traxll_filled & TRAXLL_GETXATTR;
+        case 25: return traxll_filled & TRAXLL_FLUSH;
+        case 35: return traxll_filled & TRAXLL_CREATE;
+        case 39: return traxll_filled & TRAXLL_IOCTL;
+        case 43: return traxll_filled & TRAXLL_FALLOCATE;
+        case 46: return traxll_filled & TRAXLL_LSEEK;
+        default: return 0;
+        }
+    }
+
+    static void traxll_wake(void) {  /* under the lock: the descriptor is open */
+        ssize_t r = write(traxll_rd.wake_w, "r", 1);  /* a full pipe is readable anyway */
+        (void) r;
+    }
+
+    static void *traxll_reader(void *arg);
+
+    static int traxll_spawn(void) {  /* under the lock */
+        pthread_t t;
+        pthread_attr_t attr;
+        int ok;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        ok = pthread_create(&t, &attr, traxll_reader, (void *) (uintptr_t) traxll_rd.gen) == 0;
+        pthread_attr_destroy(&attr);
+        if (ok) {
+            traxll_rd.threads++;
+            if (traxll_rd.threads > traxll_rd.peak)
+                traxll_rd.peak = traxll_rd.threads;
+        }
+        return ok;
+    }
+
+    static void *traxll_reader(void *arg) {
+        unsigned long gen = (unsigned long) (uintptr_t) arg;
+        struct fuse_session *se;
+        /* libfuse's own request buffer size: the largest write the kernel may send, + header */
+        size_t cap = 256 * (size_t) sysconf(_SC_PAGESIZE) + 0x1000;
+        char *mem = malloc(cap);
+        int ended = mem == NULL;  /* the device is gone (or this thread cannot read it) */
+        struct pollfd p[2];
+        /* one Python thread state for the thread's life: the handlers' GIL acquisitions then
+           cost a lock, not a new thread state each */
+        PyGILState_STATE gil = PyGILState_Ensure();
+        PyThreadState *ts = PyEval_SaveThread();
+        p[0].fd = traxll_rd.dev; p[0].events = POLLIN;
+        p[1].fd = traxll_rd.stop_r; p[1].events = POLLIN;
+        pthread_mutex_lock(&traxll_rd.lock);
+        se = traxll_rd.se;
+        while (!ended && gen == traxll_rd.gen && !traxll_rd.stopping && !traxll_rd.done
+               && traxll_rd.idle < TRAXLL_MAX_IDLE) {
+            traxll_rd.idle++;
+            pthread_mutex_unlock(&traxll_rd.lock);
+            ssize_t n = -1;
+            p[0].revents = p[1].revents = 0;
+            if (poll(p, 2, -1) < 0) {
+                if (errno != EINTR) {
+                    perror("traxfs: polling the FUSE device");
+                    ended = 1;
+                }
+            } else if (p[1].revents) {
+                ;  /* stopping: seen at the top */
+            } else if (p[0].revents & POLLIN) {
+                n = read(traxll_rd.dev, mem, cap);
+                /* EAGAIN: another reader took it; ENOENT: interrupted, retry; ENODEV: unmounted */
+                if (n < 0 && errno != EINTR && errno != EAGAIN && errno != ENOENT) {
+                    if (errno != ENODEV)
+                        perror("traxfs: reading the FUSE device");
+                    ended = 1;
+                } else if (n >= 0 && n < 40) {  /* shorter than struct fuse_in_header */
+                    fprintf(stderr, "traxfs: short read on the FUSE device (%zd bytes)\\n", n);
+                    ended = 1;
+                    n = -1;
+                }
+            } else if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                ended = 1;  /* unmounted or aborted */
+            }
+            pthread_mutex_lock(&traxll_rd.lock);
+            traxll_rd.idle--;
+            if (traxll_rd.stopping)  /* the stopper waits for no reader to use the descriptors */
+                pthread_cond_broadcast(&traxll_rd.gone);
+            if (n < 0)
+                continue;
+            uint32_t opcode;
+            memcpy(&opcode, mem + 4, sizeof opcode);
+            if (traxll_ours(opcode)) {
+                if (traxll_rd.idle == 0 && traxll_rd.threads < TRAXLL_MAX_READERS && !traxll_rd.stopping)
+                    traxll_spawn();  /* someone must read while this one answers */
+                pthread_mutex_unlock(&traxll_rd.lock);
+                struct fuse_buf b;
+                memset(&b, 0, sizeof b);
+                b.size = (size_t) n;
+                b.mem = mem;
+                b.fd = -1;
+                traxll_process(se, &b);  /* our handler takes the GIL itself */
+                __atomic_add_fetch(&traxll_rd.direct, 1, __ATOMIC_RELAXED);
+                pthread_mutex_lock(&traxll_rd.lock);
+                continue;
+            }
+            struct traxll_queued *q = malloc(sizeof *q);
+            void *copy = malloc((size_t) n);
+            if (q == NULL || copy == NULL) {
+                free(q); free(copy);
+                fprintf(stderr, "traxfs: out of memory queueing a FUSE request\\n");
+                ended = 1;
+                continue;
+            }
+            memcpy(copy, mem, (size_t) n);
+            q->next = NULL; q->size = (size_t) n; q->mem = copy;
+            if (traxll_rd.tail != NULL) traxll_rd.tail->next = q; else traxll_rd.head = q;
+            traxll_rd.tail = q;
+            traxll_rd.queued++;
+            traxll_wake();
+        }
+        if (gen == traxll_rd.gen) {  /* else: its session is gone, the counts are another's */
+            if (ended && !traxll_rd.done && !traxll_rd.stopping) {
+                traxll_rd.done = 1;
+                fuse_session_exit(se);  /* pyfuse3's tasks end ... */
+                traxll_wake();  /* ... woken by a byte never consumed */
+            }
+            traxll_rd.threads--;
+            pthread_cond_broadcast(&traxll_rd.gone);
+        }
+        pthread_mutex_unlock(&traxll_rd.lock);
+        free(mem);
+        PyEval_RestoreThread(ts);
+        PyGILState_Release(gil);
+        return NULL;
+    }
+
+    static void traxll_close_fds(void) {
+        int *fds[] = {&traxll_rd.dev, &traxll_rd.wake_r, &traxll_rd.wake_w, &traxll_rd.stop_r, &traxll_rd.stop_w};
+        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+            if (*fds[i] >= 0) { close(*fds[i]); *fds[i] = -1; }
+    }
+
+    /* Start reading ``se`` (whose device descriptor is ``fd``); the descriptor pyfuse3 should
+       wait on instead, or ``fd`` itself if no reader could start. */
+    static int traxll_start_readers(struct fuse_session *se, int fd) {
+        int wake[2], stop[2], ok;
+        if (traxll_process == NULL) {
+            traxll_process = (traxll_proc_fn) traxll_real("fuse_session_process_buf");
+            if (traxll_process == NULL)
+                return fd;
+        }
+        /* our own descriptor, non-blocking (the flag is the open file's: libfuse's descriptor
+           shares it, and only ever writes replies, which never block) */
+        if ((traxll_rd.dev = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+                fcntl(traxll_rd.dev, F_SETFL, fcntl(traxll_rd.dev, F_GETFL) | O_NONBLOCK) != 0)
+            goto fail;
+        if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0)
+            goto fail;
+        traxll_rd.wake_r = wake[0]; traxll_rd.wake_w = wake[1];
+        if (pipe2(stop, O_CLOEXEC) != 0)
+            goto fail;
+        traxll_rd.stop_r = stop[0]; traxll_rd.stop_w = stop[1];
+        pthread_mutex_lock(&traxll_rd.lock);
+        traxll_rd.se = se;
+        traxll_rd.gen++;
+        traxll_rd.stopping = traxll_rd.done = traxll_rd.threads = traxll_rd.idle = traxll_rd.peak = 0;
+        traxll_rd.direct = traxll_rd.queued = 0;
+        ok = traxll_spawn();
+        traxll_rd.running = ok;
+        pthread_mutex_unlock(&traxll_rd.lock);
+        if (ok)
+            return traxll_rd.wake_r;
+    fail:
+        perror("traxfs: starting the FUSE reader threads (pyfuse3 reads the device itself)");
+        traxll_close_fds();
+        return fd;
+    }
+
+    /* Stop reading the device: no reader polls or reads it after this, so our descriptors are
+       closed (with libfuse's own, closed as it unmounts, the kernel then ends the connection:
+       a caller whose request is still being answered gets ENOTCONN instead of waiting on a
+       device nobody reads). Readers busy answering a request go on with it. The GIL (held by
+       our caller, pyfuse3's close) is released meanwhile: a reader may be waiting for it. */
+    static void traxll_quiesce(double wait) {
+        PyThreadState *ts = PyGILState_Check() ? PyEval_SaveThread() : NULL;
+        struct timespec until;
+        int closed = 1;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t) wait + 1;
+        pthread_mutex_lock(&traxll_rd.lock);
+        if (!traxll_rd.stopping) {
+            traxll_rd.stopping = 1;
+            ssize_t r = write(traxll_rd.stop_w, "s", 1);
+            (void) r;
+            while (traxll_rd.idle > 0)  /* polling readers see the stop byte at once */
+                if (pthread_cond_timedwait(&traxll_rd.gone, &traxll_rd.lock, &until) == ETIMEDOUT) {
+                    closed = 0;
+                    break;
+                }
+            if (closed)
+                traxll_close_fds();
+        }
+        pthread_mutex_unlock(&traxll_rd.lock);
+        if (!closed)
+            fprintf(stderr, "traxfs: a FUSE reader thread still polls the device at unmount: descriptors left open\\n");
+        if (ts != NULL)
+            PyEval_RestoreThread(ts);
+    }
+
+    /* End the readers, each after the request it is answering (GIL released meanwhile). A
+       reader still busy after ``wait`` seconds is left to finish alone: its request is answered
+       EIO by the drain, and it touches neither the session nor the counts again (it belongs to
+       an older generation once another session starts). */
+    static void traxll_stop_readers(double wait) {
+        traxll_quiesce(wait);
+        PyThreadState *ts = PyGILState_Check() ? PyEval_SaveThread() : NULL;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t) wait;
+        until.tv_nsec += (long) ((wait - (time_t) wait) * 1e9);
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+        pthread_mutex_lock(&traxll_rd.lock);
+        int left = 0;
+        while (traxll_rd.threads > 0)
+            if (pthread_cond_timedwait(&traxll_rd.gone, &traxll_rd.lock, &until) == ETIMEDOUT) {
+                left = traxll_rd.threads;
+                break;
+            }
+        traxll_rd.running = 0;
+        traxll_rd.se = NULL;
+        while (traxll_rd.head != NULL) {  /* requests pyfuse3 never took: the session ends */
+            struct traxll_queued *q = traxll_rd.head;
+            traxll_rd.head = q->next;
+            free(q->mem);
+            free(q);
+        }
+        traxll_rd.tail = NULL;
+        pthread_mutex_unlock(&traxll_rd.lock);
+        if (left)
+            fprintf(stderr, "traxfs: %d FUSE reader thread(s) still busy at unmount: left to finish\\n", left);
+        if (ts != NULL)
+            PyEval_RestoreThread(ts);
+    }
+
+    __attribute__((visibility("default")))
+    int fuse_session_fd(struct fuse_session *se) {
+        static traxll_fd_fn real;
+        if (real == NULL && (real = (traxll_fd_fn) traxll_real("fuse_session_fd")) == NULL)
+            return -1;
+        int fd = real(se);
+        if (traxll_rd.running)
+            return se == traxll_rd.se ? traxll_rd.wake_r : fd;
+        if (traxll_filled == 0 || fd < 0)  /* a session without our slots: untouched */
+            return fd;
+        return traxll_start_readers(se, fd);
+    }
+
+    __attribute__((visibility("default")))
+    int fuse_session_receive_buf(struct fuse_session *se, struct fuse_buf *buf) {
+        static traxll_recv_fn real;
+        if (!traxll_rd.running || se != traxll_rd.se) {
+            if (real == NULL && (real = (traxll_recv_fn) traxll_real("fuse_session_receive_buf")) == NULL)
+                return -EIO;
+            return real(se, buf);
+        }
+        pthread_mutex_lock(&traxll_rd.lock);
+        struct traxll_queued *q = traxll_rd.head;
+        if (q != NULL) {
+            traxll_rd.head = q->next;
+            if (traxll_rd.head == NULL)
+                traxll_rd.tail = NULL;
+        }
+        int done = traxll_rd.done;
+        pthread_mutex_unlock(&traxll_rd.lock);
+        if (q == NULL)
+            return done ? 0 : -EINTR;  /* 0 ends pyfuse3's task; -EINTR: it waits again */
+        char c;
+        ssize_t r = read(traxll_rd.wake_r, &c, 1);  /* this request's byte */
+        (void) r;
+        free(buf->mem);  /* pyfuse3's buffer (malloc'ed by libfuse or by us): replaced */
+        buf->mem = q->mem;
+        buf->size = q->size;
+        buf->flags = 0;
+        buf->fd = -1;
+        buf->pos = 0;
+        free(q);
+        return (int) buf->size;
+    }
+
+    /* libfuse closes its descriptor of the device as it unmounts, so that the kernel ends the
+       connection; ours must go first, or the unmounted connection would live on unread. */
+    __attribute__((visibility("default")))
+    void fuse_session_unmount(struct fuse_session *se) {
+        static traxll_destroy_fn real;
+        if (real == NULL && (real = (traxll_destroy_fn) traxll_real("fuse_session_unmount")) == NULL)
+            return;
+        if (traxll_rd.running && se == traxll_rd.se)
+            traxll_quiesce(traxll_drain_seconds());
+        real(se);
+    }
+
     __attribute__((visibility("default")))
     void fuse_session_destroy(struct fuse_session *se) {
         static traxll_destroy_fn real;
         if (real == NULL && (real = (traxll_destroy_fn) traxll_real("fuse_session_destroy")) == NULL)
             return;
+        if (traxll_rd.running && se == traxll_rd.se)
+            traxll_stop_readers(traxll_drain_seconds());
         if (traxll_before_destroy != NULL)
             traxll_before_destroy();
         real(se);
+    }
+
+    static void traxll_reader_counts(unsigned long *direct, unsigned long *queued, int *running, int *threads,
+                                     int *peak) {
+        *direct = __atomic_load_n(&traxll_rd.direct, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&traxll_rd.lock);
+        *queued = traxll_rd.queued;
+        *running = traxll_rd.running;
+        *threads = traxll_rd.threads;
+        *peak = traxll_rd.peak;
+        pthread_mutex_unlock(&traxll_rd.lock);
     }
 
     /* Put this module (already loaded, RTLD_LOCAL as Python loads extensions) into the global
@@ -213,6 +579,8 @@ cdef extern from *:
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
+    void traxll_reader_counts(unsigned long* direct, unsigned long* queued, int* running, int* threads, int* peak)
+    double (*traxll_drain_seconds)() noexcept
     int traxll_promote()
     void traxll_fill_attr(stat* st, uint64_t ino, unsigned mode, unsigned long nlink, unsigned uid,
                           unsigned gid, uint64_t rdev, int64_t size, int64_t blocks, int64_t atime_ns,
@@ -232,29 +600,15 @@ cdef extern from *:
 
 log = logging.getLogger("traxfs.fuse")
 
-DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for workers still answering before EIO
-
-
-class _Later:
-    """What an ``inline`` callable returns when the request needs a worker."""
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "LATER"
-
-
-LATER = _Later()
+DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for readers still answering before EIO
 
 _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IOCTL, "lookup": TRAXLL_LOOKUP,
         "getattr": TRAXLL_GETATTR, "forget": TRAXLL_FORGET, "create": TRAXLL_CREATE, "write": TRAXLL_WRITE,
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
         "unlink": TRAXLL_UNLINK}
-_INLINE_ONLY = frozenset({"forget"})  # answered on the loop's thread, never by a worker
-_handlers: dict = {}  # op name -> the registered Python callable (run by a worker)
-_inline: dict = {}  # op name -> the callable tried first on the loop's thread (result or LATER)
-_submit = None  # runs a job (a callable of no arguments) in a worker thread
-_pending: dict = {}  # id -> _Request handed to a worker and not yet answered
-_idle = threading.Condition()  # notified when _pending empties
+_handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
+_pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
+_pending_lock = threading.Lock()
 calls = dict.fromkeys(_OPS, 0)  # requests each handler received (tests check the route)
 _ioctl_cmds: frozenset = frozenset()  # the ioctl commands the registered handler serves
 
@@ -282,7 +636,7 @@ cdef class _Request:
     cdef fuse_req_t req
     cdef str op
     cdef bint answered
-    cdef bint pending  # handed to a worker: in _pending until answered
+    cdef bint pending  # in _pending until answered
     cdef fuse_file_info fi  # create: the kernel's open flags, filled with the handle
     cdef size_t size  # getxattr: the caller's buffer (0: it asks for the size)
 
@@ -292,10 +646,8 @@ cdef class _Request:
             return False
         self.answered = True
         if self.pending:
-            with _idle:
+            with _pending_lock:
                 _pending.pop(id(self), None)
-                if not _pending:
-                    _idle.notify_all()
         return True
 
     cdef void reply_err(self, int err):
@@ -363,17 +715,9 @@ cdef class _Request:
         self.reply_err(err)
 
 
-def _serve(_Request r, fn, tuple args):
-    """Worker thread: run the filesystem call and answer the kernel."""
-    try:
-        r.reply_result(fn(*args))
-    except BaseException as e:  # noqa: BLE001  (every outcome must answer the request)
-        r.fail(e)
-
-
 cdef void _dispatch(fuse_req_t req, str op, tuple args, fuse_file_info* fi=NULL, size_t size=0) noexcept:
-    """On the loop's thread, GIL held: answer at once if the inline callable can, else hand the
-    request to a worker."""
+    """On the reader thread that read the request, GIL held: run the filesystem call and answer
+    the kernel (the call may wait for the device or the log: other readers go on meanwhile)."""
     cdef _Request r = None
     try:
         r = _Request.__new__(_Request)
@@ -381,16 +725,11 @@ cdef void _dispatch(fuse_req_t req, str op, tuple args, fuse_file_info* fi=NULL,
         if fi != NULL:
             r.fi = fi[0]
         calls[op] += 1
-        now = _inline.get(op)
-        if now is not None:
-            result = now(*args)
-            if result is not LATER:
-                r.reply_result(result)
-                return
         r.pending = True
-        _pending[id(r)] = r
-        _submit(partial(_serve, r, _handlers[op], args))
-    except BaseException as e:  # noqa: BLE001
+        with _pending_lock:
+            _pending[id(r)] = r
+        r.reply_result(_handlers[op](*args))
+    except BaseException as e:  # noqa: BLE001  (every outcome must answer the request)
         if r is None:
             fuse_reply_err(req, _errno.EIO)
         else:
@@ -402,7 +741,7 @@ cdef inline tuple _caller(fuse_req_t req):
     return (c.pid, c.uid, c.gid)
 
 
-# ----- the handlers libfuse calls (loop's thread; each takes the GIL) -----------------------------
+# ----- the handlers libfuse calls (a reader thread; each takes the GIL) ---------------------------
 # Building the arguments can fail only for want of memory; the request is answered EIO then.
 
 cdef void _dispatch_named(fuse_req_t req, str op, fuse_ino_t parent, const char* name) noexcept:
@@ -431,7 +770,7 @@ cdef void _ll_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexce
 cdef void _forget(list pairs) noexcept:
     try:
         calls["forget"] += 1
-        _inline["forget"](pairs)
+        _handlers["forget"](pairs)
     except BaseException:  # noqa: BLE001  (forget has no answer to carry an error)
         log.exception("internal error in FUSE forget")
 
@@ -521,10 +860,10 @@ cdef void _ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
 
 
 cdef void _before_destroy() noexcept with gil:
-    """The session is about to be freed: give workers a moment, then answer the rest (EIO)."""
+    """The session is about to be freed, its readers ended (or given up on after
+    DRAIN_TIMEOUT): a request one of them is still answering is answered EIO now."""
     try:
-        with _idle:
-            _idle.wait_for(lambda: not _pending, timeout=DRAIN_TIMEOUT)
+        with _pending_lock:
             left = list(_pending.values())
         for r in left:
             log.warning("FUSE %s request still unanswered at unmount: answered EIO", (<_Request>r).op)
@@ -536,16 +875,25 @@ cdef void _before_destroy() noexcept with gil:
 traxll_before_destroy = _before_destroy
 
 
-def install(handlers: dict | None = None, *, inline: dict | None = None,
-            submit: Callable[[Callable[[], None]], None] | None = None, ioctl_cmds: frozenset = frozenset()) -> None:
+cdef double _drain_seconds() noexcept with gil:
+    """DRAIN_TIMEOUT as it is now (tests shorten it)."""
+    try:
+        return float(DRAIN_TIMEOUT)
+    except BaseException:  # noqa: BLE001
+        return 10.0
+
+
+traxll_drain_seconds = _drain_seconds
+
+
+def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()) -> None:
     """Register the handlers the next FUSE session gets (call before ``pyfuse3.init()``);
     ``install()`` with nothing removes them all.
 
-    ``handlers``: op name -> callable run in a worker thread (``submit(job)`` runs ``job()`` in
-    one); it returns the result the reply carries, or raises an exception with an ``errno``
-    attribute to answer with that error. ``inline``: op name -> callable tried first on the
-    loop's thread with the same arguments: its result is answered at once, :data:`LATER` hands
-    the request to ``handlers``.
+    ``handlers``: op name -> callable, run on the reader thread that read the request; it
+    returns the result the reply carries, or raises an exception with an ``errno`` attribute to
+    answer with that error. It may wait (for the device, the log, a lock): another reader
+    thread reads the next request meanwhile.
 
     The ops, their arguments and results:
 
@@ -554,7 +902,7 @@ def install(handlers: dict | None = None, *, inline: dict | None = None,
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
       keep_cache, nonseekable))``;
-    * ``forget(pairs)`` (inline only; ``pairs``: list of ``(ino, nlookup)``);
+    * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
     * ``unlink(parent, name, pid, uid, gid)``, ``flush(fh)``, ``release(fh)``,
       ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data)`` -> bytes written;
     * ``getxattr(ino, name)`` -> the value (the size check against the caller's buffer is done here);
@@ -568,22 +916,14 @@ def install(handlers: dict | None = None, *, inline: dict | None = None,
     if _late:
         raise RuntimeError("pyfuse3 was imported before traxfs.ext.fuse_lowlevel, so its calls are bound "
                            "to libfuse directly and lseek cannot be served: import traxfs before pyfuse3")
-    handlers, inline = dict(handlers or {}), dict(inline or {})
-    unknown = (set(handlers) | set(inline)) - set(_OPS)
+    handlers = dict(handlers or {})
+    unknown = set(handlers) - set(_OPS)
     if unknown:
         raise ValueError(f"no such FUSE operation here: {sorted(unknown)}")
-    missing = {op for op in inline if op not in handlers and op not in _INLINE_ONLY} | \
-              {op for op in handlers if op in _INLINE_ONLY}
-    if missing:
-        raise ValueError(f"each op needs a worker handler, forget only an inline one: {sorted(missing)}")
-    if (handlers or inline) and submit is None:
-        raise ValueError("handlers need submit (what runs a job in a worker thread)")
-    global _submit, _ioctl_cmds
+    global _ioctl_cmds
     _handlers.clear(); _handlers.update(handlers)
-    _inline.clear(); _inline.update(inline)
-    _submit = submit
     _ioctl_cmds = frozenset(ioctl_cmds) if "ioctl" in handlers else frozenset()
-    served = set(handlers) | set(inline)
+    served = set(handlers)
     memset(&traxll_extra, 0, sizeof(traxll_extra))
     if "lseek" in served:
         traxll_extra.lseek = _ll_lseek
@@ -621,6 +961,17 @@ def installed() -> frozenset:
     if traxll_sessions == 0:
         return frozenset()
     return frozenset(name for name, bit in _OPS.items() if traxll_filled & bit)
+
+
+def reader() -> dict:
+    """The session's reader threads: ``running`` (they read the device; False: pyfuse3 does, as
+    for a session without our slots), ``threads`` alive now and at most (``peak``), requests
+    they answered themselves (``direct``) and those they queued for pyfuse3 (``queued``),
+    counted since the session started."""
+    cdef unsigned long direct = 0, queued = 0
+    cdef int running = 0, threads = 0, peak = 0
+    traxll_reader_counts(&direct, &queued, &running, &threads, &peak)
+    return {"running": bool(running), "threads": threads, "peak": peak, "direct": direct, "queued": queued}
 
 
 def sessions() -> int:

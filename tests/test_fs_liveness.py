@@ -162,10 +162,10 @@ def _seek(path: Path, off: int, whence: int) -> int:
 
 
 def test_slow_lseek_stalls_only_itself(gated, monkeypatch):
-    """pyfuse3 has no lseek; the handler traxfs.ext.fuse_lowlevel adds runs on the trio thread
-    and must hand the filesystem call to a worker: while one lseek is held, the loop goes on
-    serving everything else (the kernel holds the inode's lock across SEEK_DATA / SEEK_HOLE, so
-    the held call is the only thing that waits: other files, other requests go on)."""
+    """pyfuse3 has no lseek; traxfs.ext.fuse_lowlevel answers it on the reader thread that read
+    it: while one lseek is held there, another reader serves everything else (the kernel holds
+    the inode's lock across SEEK_DATA / SEEK_HOLE, so the held call is the only thing that
+    waits: other files, other requests go on)."""
     _, mp = gated
     (mp / "other").write_bytes(b"o" * 10000)
     (mp / "other").read_bytes()

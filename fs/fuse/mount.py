@@ -68,10 +68,15 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
             try:
                 pyfuse3.init(ops, mountpoint, options)
                 try:
-                    if fuse_lowlevel.sessions() == made or NEEDED - fuse_lowlevel.installed():
+                    missing = NEEDED - fuse_lowlevel.installed()
+                    if fuse_lowlevel.sessions() == made or missing:
                         raise FsError(errno.ENOSYS, f"mount of {source} refused: pyfuse3 made its FUSE session "
-                                      "without traxfs.ext.fuse_lowlevel, so SEEK_DATA/SEEK_HOLE and fallocate would be wrong "
-                                      "(is libfuse3 in LD_PRELOAD?)")
+                                      "without traxfs.ext.fuse_lowlevel's handlers "
+                                      f"({', '.join(sorted(missing))}): SEEK_DATA/SEEK_HOLE, fallocate and "
+                                      "chattr would be wrong (is libfuse3 in LD_PRELOAD?)")
+                    if not fuse_lowlevel.reader()["running"]:
+                        raise FsError(errno.EAGAIN, f"mount of {source} refused: the FUSE reader threads did "
+                                      "not start (the daemon's standard error says why)")
                     on_signals = threading.current_thread() is threading.main_thread()
                     def live() -> None:
                         widen_readahead(mountpoint)

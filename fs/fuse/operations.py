@@ -5,19 +5,18 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Each request runs its filesystem call in a worker thread (``workers.WorkerPool``): the trio
-thread only moves requests, so a slow device read, a long truncate or an fsync waiting for the
-log delays the request that asked for it and nothing else. Read-only calls (lookup, getattr,
-readlink, getxattr, listxattr, opendir, and an open that truncates nothing) are first tried
-inline under ``nowait.no_wait()``: answered at once when everything they touch is in memory,
-handed to a worker the moment anything would wait (a thread hand-off costs several times a
-cached lookup).
-
-Two routes in: the hot requests (lookup, getattr, forget, create, write, flush, release, fsync,
+Two routes in. The hot requests (lookup, getattr, forget, create, write, flush, release, fsync,
 getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
-and those pyfuse3 lacks (lseek, fallocate, ioctl) come from ``traxfs.ext.fuse_lowlevel``, whose
-worker answers the kernel itself; every other request comes through pyfuse3 (the ``async``
-methods). pyfuse3's trio task per request costs more than most of these calls (issue 17).
+and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
+threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
+as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
+device or the log holds up only its own request; another reads meanwhile). Every other request
+comes through pyfuse3 (the ``async`` methods), whose trio task per request costs more than most
+of these calls (issue 17): its filesystem call runs in a worker thread (``workers.WorkerPool``),
+so a slow device read or a long truncate delays only the request that asked for it; the
+read-only ones (readlink, getxattr, listxattr, opendir, and an open that truncates nothing) are
+first tried on the trio thread under ``nowait.no_wait()``: answered at once when everything they
+touch is in memory, handed to a worker the moment anything would wait.
 
 Kernel caches (what we chose and why):
 
@@ -37,8 +36,9 @@ Kernel caches (what we chose and why):
 
 The lookup count the kernel keeps for each inode (and every open handle) is passed on to
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
-file alive. Both only count (they never wait for the metadata lock), so they run on the trio
-thread; freeing an inode whose last reference went runs in a worker (:meth:`FileSystem.collect`).
+file alive. Both only count (they never wait for the metadata lock); freeing an inode whose last
+reference went (:meth:`FileSystem.collect`) runs on the reader thread that read the forget, or
+in a worker for a reference pyfuse3's readdirplus gave back.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ import struct
 import pyfuse3
 
 from ...ext import fuse_lowlevel
-from ...ext.fuse_lowlevel import LATER
 from ..engine import nowait
 from ..engine.page import PageCorrupt
 from ..errors import FsError
@@ -134,19 +133,19 @@ class TraxOperations(pyfuse3.Operations):
     def install_lowlevel(self) -> None:
         """Register with ``fuse_lowlevel`` the requests it serves instead of pyfuse3: those
         pyfuse3 lacks (lseek, fallocate, ioctl) and the hot ones (a create through the mount is
-        six of them), each answered by a worker thread or, what needs no I/O, at once."""
+        six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
-            {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "unlink": self.ll_unlink, "create": self.ll_create,
-             "write": self.ll_write, "flush": self.ll_flush, "release": self.ll_release, "fsync": self.ll_fsync,
-             "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
-            inline={"lookup": self.ll_lookup_now, "getattr": self.ll_getattr_now, "forget": self.ll_forget,
-                    "flush": self.ll_flush_now, "getxattr": self.ll_getxattr_now},
-            submit=self._workers.submit, ioctl_cmds=IOCTL_CMDS)
+            {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
+             "create": self.ll_create, "write": self.ll_write, "flush": self.ll_flush, "release": self.ll_release,
+             "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
+             "ioctl": self.ioctl},
+            ioctl_cmds=IOCTL_CMDS)
 
     def counters(self) -> dict:
         """What this adapter adds to ``/.trax/filesystem.json``."""
         return {"fuse_reads": dict(self.stats),
-                "fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls}}
+                "fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls},
+                "fuse_reader": fuse_lowlevel.reader()}
 
     # ----- plumbing -----------------------------------------------------------------------------
     @staticmethod
@@ -169,30 +168,25 @@ class TraxOperations(pyfuse3.Operations):
             raise self._fuse_error(fn, e) from None
 
     async def _read(self, fn, *args):
-        """A read-only call: answered inline when everything it needs is in memory (no worker
-        thread hand-off, which costs several times the lookup), else in a worker like any other."""
-        result = self._now(fn, *args)
-        return await self._run(fn, *args) if result is LATER else result
-
-    def _call(self, fn, *args):
-        """``fn(*args)`` in a worker of the fast path (``fuse_lowlevel``), errors as errnos."""
-        try:
-            return fn(*args)
-        except Exception as e:
-            raise self._fuse_error(fn, e) from None
-
-    def _now(self, fn, *args):
-        """On the loop's thread: ``fn(*args)`` if everything it needs is in memory, else
-        ``LATER`` (a worker calls it then)."""
+        """A read-only call pyfuse3 serves: answered on the trio thread when everything it
+        needs is in memory (no worker thread hand-off, which costs several times the call),
+        else in a worker like any other."""
         try:
             return self.fs.try_now(fn, *args)
         except nowait.WouldBlock:
             self.stats["inline_misses"] += 1
-            return LATER
         except Exception as e:
             raise self._fuse_error(fn, e) from None
         finally:
             self.stats["reads"] += 1
+        return await self._run(fn, *args)
+
+    def _call(self, fn, *args):
+        """``fn(*args)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as errnos."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            raise self._fuse_error(fn, e) from None
 
     def _entry_tuple(self, node: Inode) -> tuple:
         """``node`` as ``fuse_lowlevel`` replies an entry (and the cache timeouts chosen for it)."""
@@ -226,26 +220,20 @@ class TraxOperations(pyfuse3.Operations):
         return fh
 
     # ----- names --------------------------------------------------------------------------------
-    def ll_lookup_now(self, parent: int, name: bytes, pid: int, uid: int, gid: int):
-        node = self._now(self.fs.lookup, parent, name, Caller(pid, uid, gid))
-        if node is LATER:
-            return LATER
-        self.fs.ref(node.ino)
-        return self._entry_tuple(node)
-
     def ll_lookup(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> tuple:
         node = self._call(self.fs.lookup, parent, name, Caller(pid, uid, gid))
         self.fs.ref(node.ino)
         return self._entry_tuple(node)
 
     def ll_forget(self, pairs: list[tuple[int, int]]) -> None:
+        """The kernel dropped references (it wants no answer); the last one of an unlinked
+        inode frees it, here on the reader thread (another reads the next request meanwhile)."""
         for ino, n in pairs:
-            if ino != ROOT_INO:
-                self._unref(ino, n)
-
-    def ll_getattr_now(self, ino: int, pid: int, uid: int, gid: int):
-        node = self._now(self.fs.getattr, ino, Caller(pid, uid, gid))
-        return node if node is LATER else self._entry_tuple(node)
+            if ino != ROOT_INO and self.fs.unref(ino, n):
+                try:
+                    self.fs.collect(ino)
+                except Exception:  # noqa: BLE001  (no answer carries it; the other pairs still count)
+                    log.exception("freeing inode %d after its last reference", ino)
 
     def ll_getattr(self, ino: int, pid: int, uid: int, gid: int) -> tuple:
         return self._entry_tuple(self._call(self.fs.getattr, ino, Caller(pid, uid, gid)))
@@ -304,7 +292,7 @@ class TraxOperations(pyfuse3.Operations):
 
     def lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel``
-        adds it and calls this in a worker thread)."""
+        adds it and calls this on a reader thread)."""
         handle = self._open[fh]
         try:
             return handle.seek(off, whence)
@@ -313,7 +301,7 @@ class TraxOperations(pyfuse3.Operations):
 
     def fallocate(self, ino: int, mode: int, off: int, length: int, fh: int) -> None:
         """fallocate(2) (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and
-        calls this in a worker thread)."""
+        calls this on a reader thread)."""
         handle = self._open[fh]
         try:
             handle.fallocate(mode, off, length)
@@ -325,7 +313,7 @@ class TraxOperations(pyfuse3.Operations):
         ``unsigned int`` each way) and ``FS_IOC_FSGETXATTR`` / ``FSSETXATTR`` (``struct fsxattr``:
         the kernel reads the old flags this way before a ``SETFLAGS``); ENOTTY for any other
         ioctl. pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and calls this
-        in a worker thread."""
+        on a reader thread."""
         try:
             if cmd == FS_IOC_GETFLAGS:
                 return self.fs.get_flags(ino).to_bytes(4, "little")[:out_size]
@@ -345,14 +333,9 @@ class TraxOperations(pyfuse3.Operations):
         except Exception as e:
             raise self._fuse_error(self.ioctl, e) from None
 
-    def ll_flush_now(self, fh: int):
-        """Nothing to flush (the common case) is answered on the loop's thread."""
-        handle = self._open.get(fh)
-        return LATER if handle is not None and handle.flush_pending() else None
-
     def ll_flush(self, fh: int) -> None:
         handle = self._open.get(fh)
-        if handle is not None:
+        if handle is not None and handle.flush_pending():  # (mostly nothing: no lock taken)
             self._call(handle.flush)
 
     def ll_release(self, fh: int) -> None:
@@ -397,33 +380,30 @@ class TraxOperations(pyfuse3.Operations):
         await self._run(self.fs.fsync_dir, self._dirs[fh].ino, bool(datasync))
 
     # ----- extended attributes ------------------------------------------------------------------
-    def ll_getxattr_now(self, ino: int, name: bytes):
+    def ll_getxattr(self, ino: int, name: bytes) -> bytes:
         if name == CAPS:
             # the kernel asks this before every write (may the write drop file capabilities?);
-            # the answer is cached per inode and served on the loop's thread, no worker hop
+            # the answer is cached per inode: no metadata lock, no B+tree walk
             if self._caps.get(ino) is False:
                 raise pyfuse3.FUSEError(errno.ENODATA)
             if len(self._caps) > 1 << 17:
                 self._caps.clear()
-        return self._noting_caps(ino, name, self._now)
-
-    def ll_getxattr(self, ino: int, name: bytes) -> bytes:
-        return self._noting_caps(ino, name, self._call)
+        return self._noting_caps(ino, name)
 
     async def getxattr(self, inode, name, ctx):
         """pyfuse3 still asks this itself: it checks ``XATTR_CREATE`` / ``XATTR_REPLACE`` of a
         setxattr with a getxattr first."""
         return await self._read(self.fs.getxattr, inode, name)
 
-    def _noting_caps(self, ino: int, name: bytes, call):
-        """``fs.getxattr`` through ``call``; whether ``ino`` has capabilities is remembered."""
+    def _noting_caps(self, ino: int, name: bytes) -> bytes:
+        """``fs.getxattr``; whether ``ino`` has capabilities is remembered."""
         try:
-            value = call(self.fs.getxattr, ino, name)
+            value = self._call(self.fs.getxattr, ino, name)
         except pyfuse3.FUSEError as e:
             if name == CAPS and e.errno == errno.ENODATA:
                 self._caps[ino] = False
             raise
-        if name == CAPS and value is not LATER:
+        if name == CAPS:
             self._caps[ino] = True
         return value
 

@@ -1,0 +1,154 @@
+"""The reader threads of ``traxfs.ext.fuse_lowlevel`` (issue 17): they read /dev/fuse, answer
+the hot requests start to end and queue every other one for pyfuse3; a request held in the
+filesystem holds only its own thread (another starts to read), the pool shrinks back when the
+burst is over, and a connection aborted under a held request ends the server instead of
+leaving the caller waiting on a device nobody reads.
+
+Served from a thread of this process (as ``trax mount`` serves it), so that a test can hold a
+filesystem call at a gate."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from fsmount import served_in_thread
+
+from traxfs.ext import fuse_lowlevel
+from traxfs.fs.filedata import FileData
+from traxfs.fs.filesystem import FileSystem
+from traxfs.volume.device import ImageFileDevice
+
+MiB = 1 << 20
+pytestmark = pytest.mark.timeout(180)
+FUSECTL = Path("/sys/fs/fuse/connections")
+
+
+@pytest.fixture
+def served(tmp_path):
+    dev = ImageFileDevice(str(tmp_path / "readers.img"), 256 * MiB, create=True)
+    FileSystem.mkfs(dev)
+    try:
+        with served_in_thread(dev, "traxfs-readers-", "traxfs:readers") as mp:
+            yield mp
+    finally:
+        dev.close()
+
+
+class HeldSeeks:
+    """The filesystem's seek held at a gate: ``waiting()`` says how many calls wait there."""
+
+    def __init__(self, monkeypatch):
+        self.release = threading.Event()
+        self._n, self._lock = 0, threading.Lock()
+        real = FileData.seek
+
+        def held(files, ino, off, whence):
+            with self._lock:
+                self._n += 1
+            try:
+                assert self.release.wait(90), "the held seek was never released"
+                return real(files, ino, off, whence)
+            finally:
+                with self._lock:
+                    self._n -= 1
+
+        monkeypatch.setattr(FileData, "seek", held)
+
+    def waiting(self) -> int:
+        with self._lock:
+            return self._n
+
+
+def _seek(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE)
+    finally:
+        os.close(fd)
+
+
+def _wait_for(cond, what, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(0.02)
+
+
+def _readers(mp: Path) -> dict:
+    return json.loads((mp / ".trax" / "filesystem.json").read_text())["fuse_reader"]
+
+
+def test_hot_requests_answered_by_readers_others_queued_for_pyfuse3(served):
+    before = fuse_lowlevel.reader()
+    assert before["running"] and before["threads"] >= 1
+    for i in range(30):
+        (served / f"f{i}").write_bytes(b"x" * 100)  # lookup, create, getxattr, write, flush, release
+    for i in range(10):
+        (served / f"d{i}").mkdir()  # lookup (ours), mkdir (pyfuse3's)
+    after = _readers(served)  # the status file: served through pyfuse3 (open, read)
+    assert after["direct"] - before["direct"] >= 30 * 5
+    assert after["queued"] - before["queued"] >= 10
+
+
+def test_held_requests_each_hold_one_reader_and_the_pool_shrinks_after(served, monkeypatch):
+    """Six lseeks held in the filesystem at once (different files: the kernel serialises
+    SEEK_HOLE per inode): each holds one reader, and files are still created and read beside
+    them. Released, the readers beyond the two kept idle end."""
+    held = HeldSeeks(monkeypatch)
+    files = [served / f"s{i}" for i in range(6)]
+    for f in files:
+        f.write_bytes(b"s" * 8192)
+    with ThreadPoolExecutor(len(files)) as pool:
+        seeks = [pool.submit(_seek, f) for f in files]
+        _wait_for(lambda: held.waiting() == len(files), lambda: f"{held.waiting()} of {len(files)} seeks held")
+        for i in range(20):  # other requests still answered
+            (served / f"n{i}").write_bytes(b"n" * 10)
+            assert (served / f"n{i}").read_bytes() == b"n" * 10
+        busy = fuse_lowlevel.reader()
+        assert busy["threads"] >= len(files) + 1, busy
+        assert not any(s.done() for s in seeks)
+        held.release.set()
+        assert [s.result(timeout=30) for s in seeks] == [8192] * len(files)
+    _wait_for(lambda: fuse_lowlevel.reader()["threads"] <= 2, lambda: f"readers left: {fuse_lowlevel.reader()}")
+    assert fuse_lowlevel.reader()["peak"] >= len(files) + 1
+
+
+def test_connection_aborted_under_a_held_request_ends_the_server(tmp_path, monkeypatch):
+    """The connection is aborted (``/sys/fs/fuse/connections/N/abort``) while a reader is held
+    in the filesystem: the caller gets ENOTCONN at once, the server ends once the held call
+    returns (the fixture checks its thread finished), and the next mount in this process gets
+    fresh readers."""
+    mounted_here = not os.path.ismount(FUSECTL)
+    if mounted_here:
+        subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=True, timeout=30)
+    dev = ImageFileDevice(str(tmp_path / "abort.img"), 256 * MiB, create=True)
+    FileSystem.mkfs(dev)
+    try:
+        held = HeldSeeks(monkeypatch)
+        with served_in_thread(dev, "traxfs-abort-", "traxfs:abort") as mp:
+            (mp / "f").write_bytes(b"f" * 8192)
+            conn = FUSECTL / str(os.stat(mp).st_dev)
+            with ThreadPoolExecutor(1) as pool:
+                seeking = pool.submit(_seek, mp / "f")
+                _wait_for(lambda: held.waiting() == 1, "the seek never reached the filesystem")
+                (conn / "abort").write_text("1\n")
+                with pytest.raises(OSError) as e:
+                    seeking.result(timeout=30)
+                assert e.value.errno == errno.ENOTCONN
+                held.release.set()
+                _wait_for(lambda: held.waiting() == 0, "the held seek never returned")
+        with served_in_thread(dev, "traxfs-abort2-", "traxfs:abort") as mp:
+            assert (mp / "f").read_bytes() == b"f" * 8192
+            assert fuse_lowlevel.reader()["running"]
+    finally:
+        dev.close()
+        if mounted_here:
+            subprocess.run(["umount", str(FUSECTL)], timeout=30)
