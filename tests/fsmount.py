@@ -161,3 +161,19 @@ def served_in_thread(dev, prefix: str, source: str):
             subprocess.run(["fusermount3", "-uz", str(mp)], capture_output=True)
         shutil.rmtree(mp, ignore_errors=True)
     assert not t.is_alive(), "server thread did not finish after unmount"
+
+
+@contextmanager
+def served_image(path, prefix: str, source: str, size: int = 256 << 20):
+    """A new filesystem on the image file ``path`` served from a thread of this process (see
+    :func:`served_in_thread`): its mountpoint."""
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.volume.device import ImageFileDevice
+
+    dev = ImageFileDevice(str(path), size, create=True)
+    FileSystem.mkfs(dev)
+    try:
+        with served_in_thread(dev, prefix, source) as mp:
+            yield mp
+    finally:
+        dev.close()

@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fsmount import served_in_thread
+from fsmount import served_image
 
 from traxfs.fs.filedata import FileHandle
 from traxfs.fs.filesystem import FileSystem
 from traxfs.fs.fuse.mount import NEEDED
-from traxfs.volume.device import ImageFileDevice
 
 MiB = 1 << 20
 pytestmark = pytest.mark.timeout(180)
@@ -31,13 +30,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 @pytest.fixture
 def served(tmp_path):
     """The mountpoint of a filesystem served from a thread of this process."""
-    dev = ImageFileDevice(str(tmp_path / "fast.img"), 256 * MiB, create=True)
-    FileSystem.mkfs(dev)
-    try:
-        with served_in_thread(dev, "traxfs-fast-", "traxfs:fast") as mp:
-            yield mp
-    finally:
-        dev.close()
+    with served_image(tmp_path / "fast.img", "traxfs-fast-", "traxfs:fast") as mp:
+        yield mp
 
 
 def _status(mp: Path) -> dict:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from fsmount import served_in_thread
+from fsmount import served_image, served_in_thread
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filedata import FileData
@@ -33,13 +33,8 @@ FUSECTL = Path("/sys/fs/fuse/connections")
 
 @pytest.fixture
 def served(tmp_path):
-    dev = ImageFileDevice(str(tmp_path / "readers.img"), 256 * MiB, create=True)
-    FileSystem.mkfs(dev)
-    try:
-        with served_in_thread(dev, "traxfs-readers-", "traxfs:readers") as mp:
-            yield mp
-    finally:
-        dev.close()
+    with served_image(tmp_path / "readers.img", "traxfs-readers-", "traxfs:readers") as mp:
+        yield mp
 
 
 class HeldSeeks:
