@@ -100,3 +100,55 @@ def inner_bisect(const unsigned char[::1] buf, const unsigned char[::1] key):
         else:
             hi = mid
     return lo - 1, n
+
+
+def inner_step(const unsigned char[::1] buf, const unsigned char[::1] key):
+    """(index, slot count, child page): :func:`inner_bisect` and the child it picks, in one
+    call (a B+tree descent makes one per level)."""
+    cdef Py_ssize_t n = nslots(buf)
+    cdef Py_ssize_t lo = 1, hi = n, mid, kl, d, off, ln
+    cdef const unsigned char *k
+    cdef const unsigned char *probe = &key[0] if key.shape[0] else NULL
+    cdef unsigned long long child = 0
+    cdef int b
+    if n == 0:
+        raise ValueError("inner node without children")
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        slot_key(buf, mid, False, &k, &kl)
+        if cmp_keys(k, kl, probe, key.shape[0]) <= 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    d = C_DIR_START + 4 * (lo - 1)
+    off = buf[d] | (buf[d + 1] << 8)
+    ln = buf[d + 2] | (buf[d + 3] << 8)
+    if ln < 8 or off + ln > buf.shape[0]:
+        raise ValueError(f"inner slot {lo - 1} ([{off}, {off + ln})) holds no child pointer inside the page")
+    for b in range(7, -1, -1):
+        child = (child << 8) | buf[off + b]
+    return lo - 1, n, child
+
+
+def leaf_find(const unsigned char[::1] buf, const unsigned char[::1] key):
+    """(index, slot count, value): the index of the first leaf key ``>= key``, and the value
+    stored under ``key`` when that key is ``key`` itself (else None)."""
+    cdef Py_ssize_t n = nslots(buf)
+    cdef Py_ssize_t lo = 0, hi = n, mid, kl, d, off, ln
+    cdef const unsigned char *k
+    cdef const unsigned char *probe = &key[0] if key.shape[0] else NULL
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        slot_key(buf, mid, True, &k, &kl)
+        if cmp_keys(k, kl, probe, key.shape[0]) < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < n:
+        slot_key(buf, lo, True, &k, &kl)
+        if cmp_keys(k, kl, probe, key.shape[0]) == 0:
+            d = C_DIR_START + 4 * lo
+            off = buf[d] | (buf[d + 1] << 8)
+            ln = buf[d + 2] | (buf[d + 3] << 8)
+            return lo, n, bytes(buf[off + 2 + kl : off + ln])
+    return lo, n, None

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traxfs.ext.nodesearch import inner_bisect, leaf_bisect
+from traxfs.ext.nodesearch import inner_bisect, inner_step, leaf_bisect, leaf_find
 from traxfs.fs.engine import slotted
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.struct.btree_node import inner_record, leaf_record
@@ -39,6 +39,22 @@ def test_inner_search_finds_the_covering_child(keys, probe):
     assert inner_bisect(buf, probe) == (want, len(keys))
 
 
+@given(keys=KEYS, probe=st.binary(max_size=12))
+def test_leaf_find_returns_the_value_under_the_key(keys, probe):
+    values = [b"v" * (len(k) % 5) + k for k in keys]
+    buf = _page([leaf_record(k, v) for k, v in zip(keys, values, strict=True)])
+    i = bisect_left(keys, probe)
+    want = values[i] if i < len(keys) and keys[i] == probe else None
+    assert leaf_find(buf, probe) == (i, len(keys), want)
+
+
+@given(keys=KEYS.filter(bool), probe=st.binary(max_size=12))
+def test_inner_step_names_the_covering_child(keys, probe):
+    buf = _page([inner_record((1 << 40) + 1000 + i, k) for i, k in enumerate(keys)])
+    want = bisect_right(keys[1:], probe)
+    assert inner_step(buf, probe) == (want, len(keys), (1 << 40) + 1000 + want)
+
+
 def test_damaged_pages_are_refused():
     buf = _page([leaf_record(b"a", b"1"), leaf_record(b"b", b"2")])
     bad = bytearray(buf)
@@ -54,5 +70,13 @@ def test_damaged_pages_are_refused():
     struct.pack_into("<H", bad, off, 500)  # key length beyond its record
     with pytest.raises(ValueError, match="key of 500 bytes"):
         leaf_bisect(bad, b"a")
+    with pytest.raises(ValueError, match="key of 500 bytes"):
+        leaf_find(bad, b"a")
     with pytest.raises(ValueError, match="too short"):
         leaf_bisect(b"\0" * 10, b"a")
+    inner = _page([inner_record(7, b""), inner_record(8, b"m")])
+    struct.pack_into("<HH", inner, slotted.DIR_START + 4, PAGE_SIZE - 4, 12)  # slot 1 past the end
+    with pytest.raises(ValueError, match="slot 1 .* passes the page end"):
+        inner_step(inner, b"z")
+    with pytest.raises(ValueError, match="without children"):
+        inner_step(_page([]), b"a")

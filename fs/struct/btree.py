@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...ext.nodesearch import leaf_bisect
+from ...ext.nodesearch import inner_step, leaf_bisect, leaf_find
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
 from ..engine.page import HEADER_SIZE, PageType
@@ -72,7 +72,6 @@ from .btree_node import (
     inner_child,
     inner_key,
     inner_record,
-    inner_search,
     leaf_item,
     leaf_record,
     leaf_search,
@@ -194,14 +193,13 @@ class BTree(LoggedMap):
     def _descend(self, key: bytes, path: list | None = None, root: int = 0) -> int:
         """The leaf that covers ``key``; ``path`` collects (inner pid, child index, slot count)."""
         pid = root or self._root()
-        e = self.e
+        page = self.e.page
         while True:
-            with pinned(e, pid) as f:
+            with page(pid) as f:
                 buf = f.data
                 if buf[3] != INNER:
                     return pid
-                idx, n = inner_search(buf, key)
-                child = inner_child(buf, idx)
+                idx, n, child = inner_step(buf, key)
             if path is not None:
                 path.append((pid, idx, n))
             pid = child
@@ -222,21 +220,10 @@ class BTree(LoggedMap):
     # ----- reading ------------------------------------------------------------------------------
     def get(self, key: bytes, default=None):
         key = bytes(key)
-        e = self.e
         with self.latch:
-            pid = self._root()
-            while True:
-                with pinned(e, pid) as f:
-                    buf = f.data
-                    if buf[3] == INNER:
-                        pid = inner_child(buf, inner_search(buf, key)[0])
-                        continue
-                    i, n = leaf_search(buf, key)
-                    if i < n:
-                        k, v = leaf_item(buf, i)
-                        if k == key:
-                            return v
-                    return default
+            with self.e.page(self._descend(key)) as f:
+                v = leaf_find(f.data, key)[2]
+            return default if v is None else v
 
     lookup = get
 
@@ -319,20 +306,16 @@ class BTree(LoggedMap):
         rec = leaf_record(key, value)
         with pinned(e, leaf) as f:
             buf = f.data
-            i, n = leaf_search(buf, key)
-            old = None
-            if i < n:
-                k, v = leaf_item(buf, i)
-                if k == key:
-                    old = v
-                    if v == value:
-                        return old
-                    old_rec = leaf_record(k, v)
-                    if slotted.free_space(buf) + len(old_rec) >= len(rec):
-                        e.update(tx, leaf, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(i, old_rec, rec))
-                        return old
-                    e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, old_rec))
-                    n -= 1
+            i, n, old = leaf_find(buf, key)
+            if old is not None:
+                if old == value:
+                    return old
+                old_rec = leaf_record(key, old)
+                if slotted.free_space(buf) + len(old_rec) >= len(rec):
+                    e.update(tx, leaf, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(i, old_rec, rec))
+                    return old
+                e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, old_rec))
+                n -= 1
             if slotted.fits(buf, len(rec)):
                 e.update(tx, leaf, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(i, rec))
             else:
@@ -397,13 +380,10 @@ class BTree(LoggedMap):
         leaf = self._descend(key, path, root)
         with pinned(e, leaf) as f:
             buf = f.data
-            i, n = leaf_search(buf, key)
-            if i >= n:
+            i, n, v = leaf_find(buf, key)
+            if v is None:
                 return None
-            k, v = leaf_item(buf, i)
-            if k != key:
-                return None
-            e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, leaf_record(k, v)))
+            e.update(tx, leaf, opcodes.OP_SLOT_DELETE, opcodes.slot_delete_payload(i, leaf_record(key, v)))
             empty = n == 1
             used = PAGE_CAPACITY - slotted.free_space(buf)
         if empty and path:
