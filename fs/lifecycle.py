@@ -105,8 +105,11 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
                 log.warning("%s: filesystem format upgraded from version 1 to %d (data checksums, snapshots); data "
                             "written before has no checksums and reads of it count as unverified until it is "
                             "rewritten", where, VERSION)
+            elif old == 2:
+                log.warning("%s: filesystem format upgraded from version 2 to %d (snapshots)", where, VERSION)
             else:
-                log.warning("%s: filesystem format upgraded from version %d to %d (snapshots)", where, old, VERSION)
+                log.warning("%s: filesystem format upgraded from version %d to %d (B+trees without entry counts)",
+                            where, old, VERSION)
         fs = cls(eng, trees, sb)
         resolve_pending(fs.inodes)  # overwrite intents a crash left: part of recovery, also for fsck
         if not checking:

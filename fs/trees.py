@@ -15,7 +15,11 @@ rewritten. 3 adds snapshots (``fs/history.py``, ``fs/snapshot_store.py``): the t
 ``snapshots`` (epoch -> state, time, name), ``hist`` and ``hist_epochs`` (the history of changed
 records), ``dead`` (pages freed while a snapshot sees them), the ``epoch`` record, and a birth
 epoch in each extent value (20 bytes; a 12-byte value of format 2 reads as birth 0). Older
-formats are upgraded when opened for use the same way (the trees added empty, epoch 1).
+formats are upgraded when opened for use the same way (the trees added empty, epoch 1). 4: the
+B+trees keep no entry count in their headers (B+tree format 2, ``fs/struct/btree_node.py``: the
+count cost a logged header update per put and delete); each tree's header changes to format 2
+at its first change. Nothing else differs, but a traxfs that reads only 3 would maintain the
+count again and fsck would find it wrong, so 4 is refused there.
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from .keys import U64
 from .struct.btree import BTree
 
 MAGIC = b"TRAXFSSB"
-VERSION = 3
-READABLE = (1, 2, 3)  # versions 1 and 2 are upgraded on open
+VERSION = 4
+READABLE = (1, 2, 3, 4)  # older versions are upgraded on open
 _SUPER = struct.Struct("<8sH16sq32s")
 TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans", "datasums",
          "datapending", "snapshots", "hist", "hist_epochs", "dead")
@@ -116,14 +120,16 @@ def open_trees(engine, where: str, checking: bool = False) -> tuple[dict[str, BT
 
 
 def upgrade(engine, trees: dict[str, BTree], sb: FsSuper) -> tuple[dict[str, BTree], FsSuper]:
-    """Bring a version-1 or -2 filesystem to version 3 (one durable transaction): the trees of
-    the later versions are added, empty, and the epoch starts at 1."""
+    """Bring an older filesystem to the current version (one durable transaction). From 1 or
+    2: the trees of the later versions are added, empty, and the epoch starts at 1; from 3 only
+    the record changes (the B+tree headers change at their first write)."""
     tx = engine.begin()
-    for name in (ADDED_IN_2 if sb.version == 1 else ()) + ADDED_IN_3:
-        if name not in trees:
-            trees[name] = BTree.create(engine, tx, f"fs.{name}")
+    if sb.version < 3:
+        for name in (ADDED_IN_2 if sb.version == 1 else ()) + ADDED_IN_3:
+            if name not in trees:
+                trees[name] = BTree.create(engine, tx, f"fs.{name}")
+        trees["meta"].put(tx, KEY_EPOCH, U64.pack(1))
     sb = FsSuper(sb.uuid, sb.created_ns, sb.label, VERSION)
     trees["meta"].put(tx, KEY_SUPER, sb.pack())
-    trees["meta"].put(tx, KEY_EPOCH, U64.pack(1))
     engine.commit(tx)
     return trees, sb

@@ -19,7 +19,16 @@ from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.struct.btree import BTree
-from traxfs.fs.struct.btree_node import MAX_ENTRY, MAX_KEY, leaf_record
+from traxfs.fs.struct.btree_node import (
+    COUNT_OFF,
+    MAX_ENTRY,
+    MAX_KEY,
+    VERSION,
+    VERSION_FIELD,
+    VERSION_OFF,
+    leaf_record,
+)
+from traxfs.fs.struct.common import U64, write_bytes
 from traxfs.volume.device import ImageFileDevice
 
 pytestmark = pytest.mark.timeout(240)
@@ -50,6 +59,43 @@ def test_put_get_overwrite_delete_and_bounds(eng):
     eng.commit(tx)
     assert tree.get(b"k" * MAX_KEY) == b"v" * (MAX_ENTRY - MAX_KEY)
     assert BTree.open_named(eng, "t").header == tree.header and BTree.open_named(eng, "nope") is None
+
+
+@pytest.mark.timeout(60)
+def test_a_version_1_header_is_read_and_becomes_version_2_at_its_first_change(eng):
+    """Format 1 kept the entry count in the header; format 2 keeps none (a logged header update
+    per put cost ~15% of it). A format-1 tree reads as it is, its count still checked, and its
+    header changes to format 2 (count 0) in the first change's transaction."""
+    tree = BTREE.make(eng, "t")
+    tx = eng.begin()
+    for i in range(500):
+        tree.put(tx, b"k%05d" % i, b"v" * 40)
+    eng.commit(tx)
+
+    def header(version: int, count: int) -> None:
+        tx = eng.begin()
+        write_bytes(eng, tx, tree.header, VERSION_OFF, VERSION_FIELD.pack(version))
+        write_bytes(eng, tx, tree.header, COUNT_OFF, U64.pack(count))
+        eng.commit(tx)
+
+    def read_header() -> tuple[int, int]:
+        with eng.page(tree.header) as f:
+            return VERSION_FIELD.unpack_from(f.data, VERSION_OFF)[0], U64.unpack_from(f.data, COUNT_OFF)[0]
+
+    assert read_header() == (VERSION, 0) and len(tree) == 500 and tree.check() == []
+    header(1, 499)  # an old tree whose count is wrong: the check still reads format 1 counts
+    assert any("header counts 499 entries, leaves hold 500" in p for p in tree.check())
+    header(1, 500)
+    assert tree.check() == [] and tree.get(b"k00007") == b"v" * 40 and len(tree) == 500
+    tx = eng.begin()
+    tree.put(tx, b"new", b"1")
+    assert read_header() == (2, 0)
+    eng.abort(tx)  # the logical undo deletes the key; the header stays format 2 (valid either way)
+    assert read_header() == (2, 0) and tree.get(b"new") is None and len(tree) == 500
+    assert tree.check() == [] and check_engine(eng) == []
+    header(3, 0)  # a newer format than this traxfs reads
+    with pytest.raises(ValueError, match="format version 3, this traxfs reads 1, 2"):
+        BTree.open(eng, tree.header)
 
 
 @pytest.mark.timeout(60)

@@ -40,7 +40,7 @@ from traxfs.fs.fsck import fsck
 from traxfs.fs.keys import U64, ino_key
 from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.fs.struct.btree import BTree
-from traxfs.fs.trees import ADDED_IN_2, ADDED_IN_3, KEY_SUPER, VERSION, FsSuper
+from traxfs.fs.trees import ADDED_IN_2, ADDED_IN_3, KEY_EPOCH, KEY_SUPER, VERSION, FsSuper
 from traxfs.volume.device import ImageFileDevice
 from traxfs.volume.group import VolumeGroup
 from traxfs.volume.powerloss import PowerLossDevice
@@ -322,6 +322,29 @@ def test_a_version_1_filesystem_is_upgraded_on_open(tmp_path):
         assert fs.read(ino, 0, len(data)) == data
         report = fsck(fs)
         assert not report.problems and report.counts["unverified_data_pages"] == 7
+    finally:
+        fs.close()
+
+
+def test_a_version_3_filesystem_is_upgraded_keeping_its_epoch(tmp_path):
+    """Format 4 changed only the B+tree headers (no entry count): the upgrade rewrites the
+    record and nothing else — the snapshot epoch in particular stays as it was."""
+    dev = ImageFileDevice(str(tmp_path / "v3.img"), 64 * MiB, create=True)
+    FileSystem.mkfs(dev, log_size=16 * MiB)
+    fs = FileSystem.open(dev)
+    data = random.Random(4).randbytes(10_000)
+    ino = _file(fs, b"old", data)
+    with fs.repair.transaction() as ftx:
+        sb = fs.sb
+        fs.t["meta"].put(ftx.tx, KEY_SUPER, FsSuper(sb.uuid, sb.created_ns, sb.label, 3).pack())
+        fs.t["meta"].put(ftx.tx, KEY_EPOCH, U64.pack(7))
+    fs.close()
+    fs = FileSystem.open(dev)
+    try:
+        assert fs.sb.version == VERSION == 4
+        assert U64.unpack(fs.t["meta"].get(KEY_EPOCH))[0] == 7
+        assert fs.read(ino, 0, len(data)) == data
+        assert not fsck(fs).problems
     finally:
         fs.close()
 

@@ -65,9 +65,11 @@ from .btree_node import (
     KIND,
     LEAF,
     MAGIC,
-    ROOT_COUNT,
     ROOT_OFF,
     VERSION,
+    VERSION_FIELD,
+    VERSION_OFF,
+    VERSIONS_READ,
     check_sizes,
     inner_child,
     inner_key,
@@ -139,8 +141,12 @@ class BTree(LoggedMap):
     @classmethod
     def open(cls, engine, header_pid: int) -> BTree:
         with engine.page(header_pid) as f:
-            if f.data[3] != PageType.BTREE_HEADER or HDR.unpack_from(f.data, HEADER_SIZE)[0] != MAGIC:
+            magic, version = HDR.unpack_from(f.data, HEADER_SIZE)[:2]
+            if f.data[3] != PageType.BTREE_HEADER or magic != MAGIC:
                 raise ValueError(f"page {header_pid} is not a B+tree header")
+            if version not in VERSIONS_READ:
+                raise ValueError(f"B+tree {header_pid}: format version {version}, this traxfs reads "
+                                 f"{', '.join(map(str, VERSIONS_READ))}")
         return cls(engine, header_pid)
 
     @classmethod
@@ -178,16 +184,27 @@ class BTree(LoggedMap):
     def _set_root(self, tx: Transaction, pid: int) -> None:
         write_bytes(self.e, tx, self.header, ROOT_OFF, U64.pack(pid))
 
-    def _root_count(self) -> tuple[int, int]:
+    def _root_for_change(self, tx: Transaction) -> int:
+        """The root, read before a change; a version 1 header becomes version 2 here (its count
+        would go stale: version 2 keeps none, see ``btree_node.VERSION``)."""
         with pinned(self.e, self.header) as f:
-            return ROOT_COUNT.unpack_from(f.data, ROOT_OFF)
-
-    def _set_count(self, tx: Transaction, old: int, new: int) -> None:
-        self.e.update(tx, self.header, opcodes.OP_WRITE, opcodes.write_payload(COUNT_OFF, U64.pack(old), U64.pack(new)))
+            version = VERSION_FIELD.unpack_from(f.data, VERSION_OFF)[0]
+            root = U64.unpack_from(f.data, ROOT_OFF)[0]
+        if version != VERSION:
+            write_bytes(self.e, tx, self.header, VERSION_OFF, VERSION_FIELD.pack(VERSION))
+            write_bytes(self.e, tx, self.header, COUNT_OFF, U64.pack(0))
+        return root
 
     def __len__(self) -> int:
-        with pinned(self.e, self.header) as f:
-            return U64.unpack_from(f.data, COUNT_OFF)[0]
+        """Entries, counted along the leaf chain: O(leaves). Nothing hot asks; keeping a count
+        in the header cost a logged update per put and delete."""
+        with self.latch:
+            pid, n = self._descend(b""), 0
+            while pid:
+                with pinned(self.e, pid) as f:
+                    n += nslots(f.data)
+                    pid = aux_of(f.data)
+            return n
 
     # ----- descent ------------------------------------------------------------------------------
     def _descend(self, key: bytes, path: list | None = None, root: int = 0) -> int:
@@ -301,8 +318,7 @@ class BTree(LoggedMap):
     def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
         e = self.e
         path: list = []
-        root, count = self._root_count()
-        leaf = self._descend(key, path, root)
+        leaf = self._descend(key, path, self._root_for_change(tx))
         rec = leaf_record(key, value)
         with pinned(e, leaf) as f:
             buf = f.data
@@ -320,8 +336,6 @@ class BTree(LoggedMap):
                 e.update(tx, leaf, opcodes.OP_SLOT_INSERT, opcodes.slot_insert_payload(i, rec))
             else:
                 self._split(tx, path, leaf, i, rec, True)
-        if old is None:
-            self._set_count(tx, count, count + 1)
         return old
 
     def _split(self, tx: Transaction, path: list, pid: int, pos: int, rec: bytes, leaf: bool) -> None:
@@ -376,8 +390,7 @@ class BTree(LoggedMap):
     def _delete(self, tx: Transaction, key: bytes) -> bytes | None:
         e = self.e
         path: list = []
-        root, count = self._root_count()
-        leaf = self._descend(key, path, root)
+        leaf = self._descend(key, path, self._root_for_change(tx))
         with pinned(e, leaf) as f:
             buf = f.data
             i, n, v = leaf_find(buf, key)
@@ -396,7 +409,6 @@ class BTree(LoggedMap):
             free_page(e, tx, leaf)
         elif path and used < UNDERFULL:
             self._merge(tx, path, leaf, used, True)
-        self._set_count(tx, count, count - 1)
         return v
 
     def _merge(self, tx: Transaction, path: list, pid: int, used: int, leaf: bool) -> None:

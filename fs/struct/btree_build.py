@@ -87,7 +87,7 @@ def build_tree(engine, tx: Transaction, items, name: str | None, fill: float) ->
             pages += buf
     engine.write_unlogged(first, pages)
     root = base[-1]
-    write_bytes(engine, tx, header, HEADER_SIZE, HDR.pack(MAGIC, VERSION, 0, root, len(entries)))
+    write_bytes(engine, tx, header, HEADER_SIZE, HDR.pack(MAGIC, VERSION, 0, root, 0))
     if name is not None:
         engine.set_root(tx, f"{KIND}:{name}", header)
     return header

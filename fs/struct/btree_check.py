@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..engine import slotted
 from ..engine.page import HEADER_SIZE, PageType
-from .btree_node import HDR, INNER, LEAF, MAGIC, MAX_ENTRY, MAX_KEY, VERSION, rec_key
+from .btree_node import HDR, INNER, LEAF, MAGIC, MAX_ENTRY, MAX_KEY, VERSIONS_READ, rec_key
 from .common import U16, U64, aux_of, nslots, pinned
 
 
@@ -15,7 +15,8 @@ def check_tree(tree, pages: set | None = None) -> list[str]:
     """Verify the whole tree; return problems (empty: healthy). ``pages`` collects every page
     the tree owns. Checks: header; page types; levels (all leaves at one depth, inner aux =
     level); per-node key order and record format; separators bound their subtrees; the
-    leaf chain visits exactly the leaves in key order; the entry count; pages allocated."""
+    leaf chain visits exactly the leaves in key order; the entry count (version 1 headers);
+    pages allocated."""
     probs: list[str] = []
     own = pages if pages is not None else set()
     name = f"btree {tree.header}"
@@ -24,7 +25,7 @@ def check_tree(tree, pages: set | None = None) -> list[str]:
             magic, version, _pad, root, count = HDR.unpack_from(f.data, HEADER_SIZE)
             htype = f.data[3]
         own.add(tree.header)
-        if htype != PageType.BTREE_HEADER or magic != MAGIC or version != VERSION:
+        if htype != PageType.BTREE_HEADER or magic != MAGIC or version not in VERSIONS_READ:
             return [f"{name}: header page type {htype}, magic {magic!r}, version {version}"]
         leaves: list[int] = []
         total = 0
@@ -106,6 +107,6 @@ def check_tree(tree, pages: set | None = None) -> list[str]:
                 pid = aux_of(f.data) if f.data[3] == LEAF else 0
         if chain != leaves:
             probs.append(f"{name}: leaf chain {chain[:8]}... differs from the in-order leaves {leaves[:8]}...")
-        if total != count:
+        if version == 1 and total != count:  # version 2 keeps no count
             probs.append(f"{name}: header counts {count} entries, leaves hold {total}")
     return probs

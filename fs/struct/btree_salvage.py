@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..engine import slotted
 from ..engine.page import HEADER_SIZE, PageCorrupt, PageType
-from .btree_node import HDR, LEAF, MAGIC, VERSION, rec_key
+from .btree_node import HDR, LEAF, MAGIC, VERSIONS_READ, rec_key
 from .common import U16, U64, aux_of, pinned
 
 
@@ -96,7 +96,7 @@ def salvage(engine, header: int) -> Salvage:
     try:
         buf = _read(engine, header)
         magic, version, _pad, root, _count = HDR.unpack_from(buf, HEADER_SIZE)
-        if buf[3] != PageType.BTREE_HEADER or magic != MAGIC or version != VERSION:
+        if buf[3] != PageType.BTREE_HEADER or magic != MAGIC or version not in VERSIONS_READ:
             raise _Unreadable(f"page {header}: not a B+tree header (type {buf[3]}, magic {magic!r})")
     except _Unreadable as e:
         s.damaged.append((header, str(e)))
