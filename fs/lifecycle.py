@@ -19,7 +19,7 @@ from .limits import ROOT_INO, now_ns
 from .queues.frozen import FrozenQueues
 from .tables.frozen import FrozenTables
 from .tables.subtree import TablesSubtree
-from .trees import KEY_NEXT_INO, VERSION, create_trees, open_trees, upgrade
+from .trees import FORMAT_ADDED, KEY_NEXT_INO, VERSION, create_trees, open_trees, upgrade
 
 if TYPE_CHECKING:
     from .filesystem import FileSystem
@@ -101,15 +101,11 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
         if sb is not None and sb.version < VERSION:
             old = sb.version
             trees, sb = upgrade(eng, trees, sb)
-            if old == 1:
-                log.warning("%s: filesystem format upgraded from version 1 to %d (data checksums, snapshots); data "
-                            "written before has no checksums and reads of it count as unverified until it is "
-                            "rewritten", where, VERSION)
-            elif old == 2:
-                log.warning("%s: filesystem format upgraded from version 2 to %d (snapshots)", where, VERSION)
-            else:
-                log.warning("%s: filesystem format upgraded from version %d to %d (B+trees without entry counts)",
-                            where, old, VERSION)
+            added = ", ".join(FORMAT_ADDED[v] for v in range(old + 1, VERSION + 1))
+            unverified = ("; data written before has no checksums and reads of it count as unverified until it is "
+                          "rewritten") if old == 1 else ""
+            log.warning("%s: filesystem format upgraded from version %d to %d (%s)%s", where, old, VERSION, added,
+                        unverified)
         fs = cls(eng, trees, sb)
         resolve_pending(fs.inodes)  # overwrite intents a crash left: part of recovery, also for fsck
         if not checking:

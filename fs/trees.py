@@ -37,6 +37,7 @@ from .struct.btree import BTree
 MAGIC = b"TRAXFSSB"
 VERSION = 4
 READABLE = (1, 2, 3, 4)  # older versions are upgraded on open
+FORMAT_ADDED = {2: "data checksums", 3: "snapshots", 4: "B+trees without entry counts"}  # for the upgrade's log line
 _SUPER = struct.Struct("<8sH16sq32s")
 TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans", "datasums",
          "datapending", "snapshots", "hist", "hist_epochs", "dead")

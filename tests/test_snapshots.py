@@ -289,7 +289,7 @@ def test_a_format_2_filesystem_is_upgraded_on_open(tmp_path):
     fs.close()
     fs = FileSystem.open(fs.e.dev)
     try:
-        assert fs.sb.version == VERSION == 3
+        assert fs.sb.version == VERSION == 4
         assert len(fs.t["extents"].get(extent_key(ino, 0))) == EXTENT.size  # old values read as birth 0
         assert read_all(fs, ino) == data
         fs.mkdir(TOP, b"s", 0o755, 0, 0)
