@@ -11,7 +11,9 @@ Only the common case is handled: the page is resident and loaded. Anything else 
 still loading, a failed load, no-wait reads that must not block) goes to
 ``BufferManager.pin`` in Python, which owns loading, eviction and errors. The rules are the
 buffer manager's (``traxfs.fs.engine.buffer``): pin counts change only under the table lock;
-an LRU move per pin; the latch taken after the pin and released before the unpin. Like every
+an LRU move per pin; the latch taken after the pin and released before the unpin (the B+tree
+descent in ``nodesearch`` pins through the same table: the classes are declared in
+``pagepin.pxd``). Like every
 module of ``ext``, it imports nothing of the package: the buffer hands in its table, its lock
 and the blocking latch acquire (``nowait.acquire``).
 """
@@ -20,16 +22,6 @@ and the blocking latch acquire (``nowait.acquire``).
 cdef class Frame:
     """One page in memory (see ``traxfs.fs.engine.buffer``). ``pins`` starts at 1: the thread
     that creates a frame holds it while it loads."""
-
-    cdef public object pid
-    cdef public object data
-    cdef public long pins
-    cdef public bint dirty
-    cdef public object rec_lsn
-    cdef public object latch
-    cdef public object loaded
-    cdef public bint ready
-    cdef public object error
 
     def __init__(self, pid, data, latch, loaded):
         self.pid = pid
@@ -49,10 +41,6 @@ cdef class Frame:
 
 cdef class PinTable:
     """The fast half of the buffer's frame table: pin a resident page, unpin any."""
-
-    cdef object frames
-    cdef object lock_acquire, lock_release, move_to_end, wait_latch
-    cdef public unsigned long long hits
 
     def __init__(self, frames, lock, wait_latch):
         self.frames = frames  # the buffer's OrderedDict pid -> Frame (LRU order)

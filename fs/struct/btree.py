@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...ext.nodesearch import inner_step, leaf_bisect, leaf_find
+from ...ext.nodesearch import descend, leaf_bisect, leaf_find
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
 from ..engine.page import HEADER_SIZE, PageType
@@ -209,17 +209,8 @@ class BTree(LoggedMap):
     # ----- descent ------------------------------------------------------------------------------
     def _descend(self, key: bytes, path: list | None = None, root: int = 0) -> int:
         """The leaf that covers ``key``; ``path`` collects (inner pid, child index, slot count)."""
-        pid = root or self._root()
-        page = self.e.page
-        while True:
-            with page(pid) as f:
-                buf = f.data
-                if buf[3] != INNER:
-                    return pid
-                idx, n, child = inner_step(buf, key)
-            if path is not None:
-                path.append((pid, idx, n))
-            pid = child
+        buffer = self.e.buffer
+        return descend(buffer.pins, buffer.pin, root or self._root(), key, INNER, path)
 
     def _left_leaf(self, path: list) -> int | None:
         """The leaf just left of the one ``path`` leads to (None: it is the leftmost)."""

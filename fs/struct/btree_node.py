@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 
 from ...ext.nodesearch import DIR_START as _SEARCH_DIR_START
-from ...ext.nodesearch import inner_bisect, leaf_bisect
+from ...ext.nodesearch import leaf_bisect
 from ..engine.page import HEADER_SIZE, PageType
 from .common import DIR_START, HH, PAGE_CAPACITY, U16, U64
 
@@ -73,11 +73,6 @@ def rec_key(rec: bytes, leaf: bool) -> bytes:
 def leaf_search(buf, key: bytes) -> tuple[int, int]:
     """(index of the first key >= ``key``, slot count)."""
     return leaf_bisect(buf, key)
-
-
-def inner_search(buf, key: bytes) -> tuple[int, int]:
-    """(index of the child that covers ``key``, slot count)."""
-    return inner_bisect(buf, key)
 
 
 def separator(left_last: bytes, right_first: bytes) -> bytes:

@@ -93,24 +93,23 @@ def structure_latch(engine, header_pid: int) -> StructureLatch:
 
 
 # ----- nested top actions -------------------------------------------------------------------------
-_garbage: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tx -> pages to free if it aborts
-_garbage_lock = threading.Lock()
+# the pages to free if the transaction aborts, kept on the transaction itself (one thread drives
+# a transaction, so no lock; every structure operation reads it, so no shared weak map either)
+_GARBAGE = "structure_garbage"
 
 
 def free_page(engine, tx: Transaction, pid: int) -> None:
     """Free a page a structure has just unlinked (see the module docstring)."""
     engine.free_page(tx, pid)
-    with _garbage_lock:
-        pages = _garbage.get(tx)
-        if pages is None:
-            pages = _garbage[tx] = []
-            tx.on_abort.append(lambda t: _free_after_abort(engine, t))
-        pages.append(pid)
+    pages = tx.__dict__.get(_GARBAGE)
+    if pages is None:
+        pages = tx.__dict__[_GARBAGE] = []
+        tx.on_abort.append(lambda t: _free_after_abort(engine, t))
+    pages.append(pid)
 
 
 def _free_after_abort(engine, tx: Transaction) -> None:
-    with _garbage_lock:
-        pages = _garbage.pop(tx, None)
+    pages = tx.__dict__.pop(_GARBAGE, None)
     if not pages or engine.closed:
         return
     cleanup = engine.begin()
@@ -129,17 +128,15 @@ class Action:
         self.nta = engine.nta_begin(tx)
         self.start_lsn = self.nta.start_lsn
         self._hooks = len(tx.pre_commit)
-        with _garbage_lock:
-            self._garbage = len(_garbage.get(tx, ()))
+        self._garbage = len(tx.__dict__.get(_GARBAGE, ()))
         self.ended = False
 
     def forget_frees(self) -> None:
         """The action is being rolled back: the pages it freed are in use again."""
         del self.tx.pre_commit[self._hooks :]
-        with _garbage_lock:
-            pages = _garbage.get(self.tx)
-            if pages is not None:
-                del pages[self._garbage :]
+        pages = self.tx.__dict__.get(_GARBAGE)
+        if pages is not None:
+            del pages[self._garbage :]
 
     def changed(self) -> bool:
         return self.tx.last_lsn != self.start_lsn
