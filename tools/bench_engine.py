@@ -10,11 +10,18 @@
   commit, into the engine's linear hash and B+tree one ``put()`` at a time, and into a new
   hash and a new B+tree with ``bulk_create()`` — vs SQLite (WAL, synchronous=FULL) inserting the same rows into
   a WITHOUT ROWID table in one transaction.
+* ``ops`` (``--ops N``, alone): the cost of one B+tree operation — N puts of new random keys,
+  N gets, N overwrites, N deletes, each phase in one transaction — in microseconds, beside
+  SQLite running the same statements one at a time in one transaction, and, with
+  ``--before DIR``, beside the engine of the traxfs package in ``DIR/traxfs`` (the code before
+  a change). Each store runs in a child process of its own; ``--repeat`` rounds are
+  interleaved and the medians reported.
 
 Both stores live in files in the same folder on the same filesystem, and both run inside this
 process: the last line is its peak resident memory (engines' buffer pools and SQLite's cache
 alike). Run:
-``python -m traxfs.tools.bench_engine [--workdir DIR] [--seconds S] [--json]``.
+``python -m traxfs.tools.bench_engine [--workdir DIR] [--seconds S] [--json]``, or
+``python -m traxfs.tools.bench_engine --ops 30000 [--before DIR] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import shutil
 import sqlite3
 import statistics
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -213,6 +222,83 @@ def bench_bulk(workdir: str, n: int) -> list[dict]:
     return rows
 
 
+# one store's operation loop, run in a child process (``python -c``) so that another checkout's
+# engine can be measured beside this one: only the engine's public face is used
+_OPS_CHILD = r"""
+import json, os, random, sqlite3, struct, sys, time
+n, store, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+rng = random.Random(42)
+keys = [struct.pack(">Q", rng.getrandbits(64)) for _ in range(n)]
+value, other = bytes(100), b"\1" * 100
+out = {}
+def timed(name, fn):
+    t0 = time.perf_counter()
+    for k in keys:
+        fn(k)
+    out[name] = (time.perf_counter() - t0) / n * 1e6
+if store == "sqlite":
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+    for name, sql, args in (("put", "INSERT INTO kv VALUES (?, ?)", lambda k: (k, value)),
+                            ("get", "SELECT v FROM kv WHERE k = ?", lambda k: (k,)),
+                            ("overwrite", "UPDATE kv SET v = ? WHERE k = ?", lambda k: (other, k)),
+                            ("delete", "DELETE FROM kv WHERE k = ?", lambda k: (k,))):
+        con.execute("BEGIN")
+        if name == "get":
+            timed(name, lambda k: con.execute(sql, args(k)).fetchone())
+        else:
+            timed(name, lambda k: con.execute(sql, args(k)))
+        con.execute("COMMIT")
+    con.close()
+else:
+    from traxfs.fs.engine.engine import Engine
+    from traxfs.fs.struct.btree import BTree
+    from traxfs.volume.device import create_image
+    dev = create_image(path, 1 << 30)
+    Engine.format(dev, log_size=256 << 20)
+    eng = Engine.open(dev, buffer_pages=16384)
+    tx = eng.begin()
+    tree = BTree.create(eng, tx, "ops")
+    eng.commit(tx)
+    for name, fn in (("put", lambda k: tree.put(tx, k, value)), ("get", tree.get),
+                     ("overwrite", lambda k: tree.put(tx, k, other)), ("delete", lambda k: tree.delete(tx, k))):
+        tx = eng.begin()
+        timed(name, fn)
+        eng.commit(tx)
+    eng.close()
+    dev.close()
+print(json.dumps(out))
+"""
+
+
+def bench_ops(workdir: str, n: int, repeat: int, before: str | None) -> dict:
+    """Microseconds per B+tree operation for each store (medians of ``repeat`` interleaved
+    rounds, each store in a child process)."""
+    stores = {"traxfs": None, "sqlite": None}
+    if before:
+        stores["before"] = before
+    runs: dict[str, list[dict]] = {s: [] for s in stores}
+    for _ in range(repeat):
+        for store, pythonpath in stores.items():
+            path = os.path.join(workdir, f"ops-{store}.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.unlink(path + suffix)
+            env = dict(os.environ)
+            if pythonpath:  # that checkout's traxfs first (as bench_fs --before)
+                env["PYTHONPATH"] = pythonpath
+            kind = "sqlite" if store == "sqlite" else "engine"
+            r = subprocess.run([sys.executable, "-c", _OPS_CHILD, str(n), kind, path], env=env,
+                               capture_output=True, text=True, check=False)
+            if r.returncode:
+                raise RuntimeError(f"ops benchmark of {store} failed: {r.stderr.strip()[-2000:]}")
+            runs[store].append(json.loads(r.stdout))
+            os.unlink(path)
+    return {s: {op: statistics.median(run[op] for run in rs) for op in rs[0]} for s, rs in runs.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", help="folder for the files (default: a temporary folder)")
@@ -221,9 +307,33 @@ def main(argv: list[str] | None = None) -> int:
                     help="durable runs per store and client count, interleaved; medians are reported")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--bulk", type=int, default=200_000, help="inserts in the bulk test (0: skip it)")
+    ap.add_argument("--ops", type=int, default=0, metavar="N",
+                    help="instead: microseconds per B+tree put, get, overwrite and delete (N keys) beside SQLite")
+    ap.add_argument("--before", help="with --ops: also the engine of the traxfs package in BEFORE/traxfs")
     a = ap.parse_args(argv)
+    if a.before and not a.ops:
+        ap.error("--before goes with --ops")
+    if a.before and not os.path.isfile(os.path.join(a.before, "traxfs", "fs", "struct", "btree.py")):
+        ap.error(f"--before {a.before}: no traxfs checkout at {os.path.join(a.before, 'traxfs')}")
+    if a.ops < 0:
+        ap.error("--ops N: N must be positive")
     work = a.workdir or tempfile.mkdtemp(prefix="trax-bench-engine-")
     os.makedirs(work, exist_ok=True)
+    if a.ops:
+        try:
+            ops = bench_ops(work, a.ops, a.repeat, a.before)
+        finally:
+            if not a.workdir:
+                shutil.rmtree(work, ignore_errors=True)
+        if a.json:
+            print(json.dumps({"ops": ops, "keys": a.ops, "repeat": a.repeat}, indent=2))
+            return 0
+        print(f"microseconds per operation, {a.ops} random 8-byte keys -> 100-byte values, each phase one "
+              f"transaction, medians of {a.repeat}")
+        print(f"{'store':<8}" + "".join(f"{op:>11}" for op in ops["traxfs"]))
+        for store, row in ops.items():
+            print(f"{store:<8}" + "".join(f"{v:>11.2f}" for v in row.values()))
+        return 0
     try:
         rows = bench_durable(work, a.seconds, a.repeat)
         bulk = bench_bulk(work, a.bulk) if a.bulk else []
