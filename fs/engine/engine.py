@@ -21,7 +21,7 @@ the log manager, the log store, the allocator) is the engine's own:
 * transactions: ``begin``, ``update``/``apply``, ``lock``, ``commit``/``soft_commit``, ``abort``,
   nested top actions (``nta_begin``/``nta_end``), savepoints (``rollback_to``), ``compensate``,
   ``active_transactions``;
-* pages: ``page(pid)`` (pinned and latched), the catalog of named roots (``get_root``/``set_root``),
+* pages: ``page(pid)`` (pinned and latched; ``pin_table`` and ``pin`` for a walk in C), the catalog of named roots (``get_root``/``set_root``),
   records on pages (``records``: Stasis' ``Talloc``/``Tdealloc``), ``write_unlogged`` (bulk
   loads), ``write_back``, the engine's own pages (``engine_pages``, ``map_page``, ``nmaps``);
 * space: ``alloc_region``, ``alloc_at``, ``free_region``, ``free_region_after_durable``,
@@ -140,6 +140,10 @@ class Engine:
         # ``with engine.page(pid) as frame``: pin and latch a page for reading (or for a sequence
         # of updates that must be atomic). A partial, not a method: a B+tree lookup makes several
         self.page: Callable[[int], PinnedPage] = partial(PinnedPage, self.buffer)
+        # the same access for a walk in C (``traxfs.ext.nodesearch.descend``): the buffer's pin
+        # table for resident pages, and its pin (which loads) for the others
+        self.pin_table = self.buffer.pins
+        self.pin: Callable[[int], Frame] = self.buffer.pin
         self.raw = RawPages(dev, sb.pages_offset, sb.page_count, self._claim_raw, name)
         self.locks = LockManager()
         self.log: LogManager | None = None

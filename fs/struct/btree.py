@@ -209,8 +209,8 @@ class BTree(LoggedMap):
     # ----- descent ------------------------------------------------------------------------------
     def _descend(self, key: bytes, path: list | None = None, root: int = 0) -> int:
         """The leaf that covers ``key``; ``path`` collects (inner pid, child index, slot count)."""
-        buffer = self.e.buffer
-        return descend(buffer.pins, buffer.pin, root or self._root(), key, INNER, path)
+        e = self.e
+        return descend(e.pin_table, e.pin, root or self._root(), key, INNER, path)
 
     def _left_leaf(self, path: list) -> int | None:
         """The leaf just left of the one ``path`` leads to (None: it is the leftmost)."""
