@@ -20,6 +20,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...ext.slotpage import patch_slot, swap_runs
 from . import slotted
 from .page import HEADER_SIZE, PAGE_SIZE, get_aux, set_aux
 
@@ -210,6 +211,23 @@ def slot_delete_payload(i: int, old_body: bytes) -> bytes:
 
 def slot_replace_payload(i: int, old: bytes, new: bytes) -> bytes:
     return _rep_payload(i, old, new)
+
+
+# A record overwritten by one of the same length: only the runs of bytes that changed, each with
+# its old and new bytes (``traxfs.ext.slotpage.diff_runs``), instead of both records whole — an
+# inode record or a checksum group rewritten for a few bytes. Redo checks the old bytes are there.
+OP_SLOT_PATCH = 12
+
+
+def _patch_redo(page: bytearray, p: bytes) -> None:
+    patch_slot(page, _IDX.unpack_from(p)[0], p[2:])
+
+
+register(Operation(OP_SLOT_PATCH, "slot_patch", _patch_redo, lambda p: (OP_SLOT_PATCH, p[:2] + swap_runs(p[2:]))))
+
+
+def slot_patch_payload(i: int, runs: bytes) -> bytes:
+    return _IDX.pack(i) + runs
 
 
 # ----- the page's aux word ------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...ext.nodesearch import descend, leaf_bisect, leaf_find
+from ...ext.slotpage import diff_runs
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
 from ..engine.page import HEADER_SIZE, PageType
@@ -105,13 +106,14 @@ MERGE_LIMIT = PAGE_CAPACITY * 3 // 4  # ... if the merged node uses at most this
 
 OP_UNDO_PUT = 110  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 111  # payload: undo head | klen u16 | key | value
+OP_UNDO_PATCH = 112  # payload: undo head | klen u16 | key | patch runs of the value (old -> new)
 
 
 class BTree(LoggedMap):
     """One B+tree, identified by its header page. Cheap to open; objects on the same header
     share one latch."""
 
-    UNDO_PUT, UNDO_DELETE = OP_UNDO_PUT, OP_UNDO_DELETE
+    UNDO_PUT, UNDO_DELETE, UNDO_PATCH = OP_UNDO_PUT, OP_UNDO_DELETE, OP_UNDO_PATCH
     check_sizes = staticmethod(check_sizes)
 
     def __init__(self, engine, header_pid: int):
@@ -317,6 +319,10 @@ class BTree(LoggedMap):
             if old is not None:
                 if old == value:
                     return old
+                if len(old) == len(value):  # only the bytes that changed are logged
+                    e.update(tx, leaf, opcodes.OP_SLOT_PATCH,
+                             opcodes.slot_patch_payload(i, diff_runs(old, value, 2 + len(key))))
+                    return old
                 old_rec = leaf_record(key, old)
                 if slotted.free_space(buf) + len(old_rec) >= len(rec):
                     e.update(tx, leaf, opcodes.OP_SLOT_REPLACE, opcodes.slot_replace_payload(i, old_rec, rec))
@@ -482,7 +488,7 @@ class BTree(LoggedMap):
 
 
 # ----- logical undo -------------------------------------------------------------------------------
-register_map_undos(BTree, OP_UNDO_PUT, OP_UNDO_DELETE, "btree")
+register_map_undos(BTree, OP_UNDO_PUT, OP_UNDO_DELETE, OP_UNDO_PATCH, "btree")
 
 
 def _check_root(engine, pid: int, pages: set) -> list[str]:

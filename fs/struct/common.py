@@ -44,6 +44,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 
+from ...ext.slotpage import apply_runs
 from ..engine import nowait, opcodes, slotted
 from ..engine.buffer import PinnedPage
 from ..engine.opcodes import Operation
@@ -347,12 +348,19 @@ def map_undo_put_payload(head: bytes, key: bytes, old: bytes | None) -> bytes:
     return head + _MAP_UNDO_PUT.pack(1, len(key)) + key + old
 
 
+def map_undo_patch_payload(head: bytes, key: bytes, runs: bytes) -> bytes:
+    """Undo of an overwrite by a value of the same length: patch the changed bytes back
+    (``runs`` from ``traxfs.ext.slotpage.diff_runs(old, new)``) instead of carrying the old
+    value whole."""
+    return head + U16.pack(len(key)) + key + runs
+
+
 def map_undo_delete_payload(head: bytes, key: bytes, old: bytes) -> bytes:
     """Undo of a delete: put the deleted value back."""
     return head + U16.pack(len(key)) + key + old
 
 
-def register_map_undos(cls, put_opcode: int, delete_opcode: int, name: str) -> None:
+def register_map_undos(cls, put_opcode: int, delete_opcode: int, patch_opcode: int, name: str) -> None:
     """Register the logical undos of a map class whose objects open as ``cls(engine, header)``
     and change through ``_put(tx, key, value)`` / ``_delete(tx, key)`` without logging undos."""
 
@@ -375,5 +383,23 @@ def register_map_undos(cls, put_opcode: int, delete_opcode: int, name: str) -> N
         m = cls(engine, header)
         run_inverse(engine, tx, m.latch, start, lambda: m._put(tx, key, value))
 
+    def undo_patch(engine, tx: Transaction, payload: bytes) -> None:
+        header, start = UNDO_HEAD.unpack_from(payload)
+        (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
+        pos = UNDO_HEAD.size + 2
+        key, runs = payload[pos : pos + kl], payload[pos + kl :]
+        m = cls(engine, header)
+
+        def patch_back() -> None:
+            value = m.get(key)
+            if value is None:
+                raise ValueError(f"{name} {header}: undo of an overwrite finds no key {key!r}")
+            old = bytearray(value)
+            apply_runs(old, runs, False)
+            m._put(tx, key, bytes(old))
+
+        run_inverse(engine, tx, m.latch, start, patch_back)
+
     opcodes.register(Operation(put_opcode, f"{name}_undo_put", logical_undo=undo_put))
+    opcodes.register(Operation(patch_opcode, f"{name}_undo_patch", logical_undo=undo_patch))
     opcodes.register(Operation(delete_opcode, f"{name}_undo_delete", logical_undo=undo_delete))

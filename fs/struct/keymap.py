@@ -11,21 +11,30 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from ...ext.slotpage import diff_runs
 from ..engine.xact import Transaction
-from .common import map_undo_delete_payload, map_undo_put_payload, nested_action, undo_head
+from .common import (
+    map_undo_delete_payload,
+    map_undo_patch_payload,
+    map_undo_put_payload,
+    nested_action,
+    undo_head,
+)
 
 
 class LoggedMap(ABC):
     """A map whose ``put``/``delete`` are nested top actions with logical undos.
 
     A subclass sets ``e`` (the engine), ``header`` (its header page) and ``latch``, names its
-    undo opcodes (``UNDO_PUT``, ``UNDO_DELETE``, registered with ``common.register_map_undos``)
+    undo opcodes (``UNDO_PUT``, ``UNDO_DELETE``, ``UNDO_PATCH``, registered with
+    ``common.register_map_undos``)
     and provides ``check_sizes(key, value)`` (raises ValueError) and the physical ``_put`` /
     ``_delete``: latch held, no undo logged, old value returned (None: the key was absent) —
     the logical undos call those too."""
 
     UNDO_PUT: ClassVar[int]
     UNDO_DELETE: ClassVar[int]
+    UNDO_PATCH: ClassVar[int]
     e: object
     header: int
     latch: object
@@ -49,7 +58,10 @@ class LoggedMap(ABC):
         self.check_sizes(key, value)
         with nested_action(self.e, tx, self.latch) as act:
             old = self._put(tx, key, value)
-            act.end(self.UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
+            if old is not None and len(old) == len(value):  # undo: patch back the bytes that changed
+                act.end(self.UNDO_PATCH, map_undo_patch_payload(undo_head(act, self.header), key, diff_runs(old, value)))
+            else:
+                act.end(self.UNDO_PUT, map_undo_put_payload(undo_head(act, self.header), key, old))
         return old
 
     insert = put

@@ -72,6 +72,7 @@ _SHAPE = struct.Struct("<II")
 
 OP_UNDO_PUT = 120  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 121  # payload: undo head | klen u16 | key | value
+OP_UNDO_PATCH = 122  # payload: undo head | klen u16 | key | patch runs of the value (old -> new)
 
 
 def key_hash(key: bytes) -> int:
@@ -126,7 +127,7 @@ class LinearHash(LoggedMap):
     """One linear hash table, identified by its header page; objects on the same header share
     one latch."""
 
-    UNDO_PUT, UNDO_DELETE = OP_UNDO_PUT, OP_UNDO_DELETE
+    UNDO_PUT, UNDO_DELETE, UNDO_PATCH = OP_UNDO_PUT, OP_UNDO_DELETE, OP_UNDO_PATCH
     check_sizes = staticmethod(_check_sizes)
 
     def __init__(self, engine, header_pid: int):
@@ -438,7 +439,7 @@ class LinearHash(LoggedMap):
 
 
 # ----- logical undo -------------------------------------------------------------------------------
-register_map_undos(LinearHash, OP_UNDO_PUT, OP_UNDO_DELETE, "hash")
+register_map_undos(LinearHash, OP_UNDO_PUT, OP_UNDO_DELETE, OP_UNDO_PATCH, "hash")
 
 
 def _check_root(engine, pid: int, pages: set) -> list[str]:

@@ -1,0 +1,147 @@
+"""Patches: an overwrite by a value of the same length logs only the bytes that changed (the
+page record ``OP_SLOT_PATCH`` and the maps' logical undo ``UNDO_PATCH``). The run codec in C
+against its definition; a B+tree and a linear hash overwritten, then aborted, rolled back to a
+savepoint, and crashed with the overwrite committed or not."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import device_snapshot
+from hypothesis import given
+from hypothesis import strategies as st
+
+from traxfs.ext.slotpage import apply_runs, diff_runs, patch_slot, swap_runs
+from traxfs.fs.engine import opcodes, slotted
+from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.struct.btree import BTree
+from traxfs.fs.struct.linearhash import LinearHash
+from traxfs.volume.device import ImageFileDevice
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@st.composite
+def pairs(draw):
+    old = draw(st.binary(max_size=600))
+    new = bytearray(old)
+    for _ in range(draw(st.integers(0, 12))):
+        if new:
+            i = draw(st.integers(0, len(new) - 1))
+            j = min(len(new), i + draw(st.integers(1, 30)))
+            new[i:j] = draw(st.binary(min_size=j - i, max_size=j - i))
+    return old, bytes(new)
+
+
+@given(pairs(), st.integers(0, 100))
+def test_runs_turn_old_into_new_and_back(pair, base):
+    old, new = pair
+    runs = diff_runs(old, new, base)
+    target = bytearray(base) + bytearray(old)
+    apply_runs(target, runs)
+    assert bytes(target[base:]) == new
+    apply_runs(target, runs, False)
+    assert bytes(target[base:]) == old
+    apply_runs(target, runs)
+    apply_runs(target, swap_runs(runs))
+    assert bytes(target[base:]) == old
+    assert (runs == b"") == (old == new)
+    changed = sum(a != b for a, b in zip(old, new, strict=True))
+    assert len(runs) <= 2 * changed + 4 * changed + 2 * 8 * changed  # runs carry changes (and short gaps) only
+
+
+def test_bad_runs_change_nothing():
+    old, new = b"abcdefgh" * 4, b"abcdXfgh" * 4
+    runs = diff_runs(old, new)
+    wrong = bytearray(b"zzzzzzzz" * 4)
+    with pytest.raises(ValueError, match="does not hold the logged bytes"):
+        apply_runs(wrong, runs)
+    assert wrong == b"zzzzzzzz" * 4
+    with pytest.raises(ValueError, match="passes the end"):
+        apply_runs(bytearray(10), runs)
+    with pytest.raises(ValueError, match="inside a run"):
+        apply_runs(bytearray(old), runs[:-1])
+    with pytest.raises(ValueError, match="equal lengths"):
+        diff_runs(b"ab", b"abc")
+    page = bytearray(PAGE_SIZE)
+    slotted.format_slotted(page)
+    slotted.insert(page, 0, old)
+    with pytest.raises(ValueError, match="slot 1 outside"):
+        patch_slot(page, 1, runs)
+    patch_slot(page, 0, runs)
+    assert slotted.get(page, 0) == new
+
+
+def _log_bytes(eng, fn) -> int:
+    start = eng.next_lsn()
+    fn()
+    return eng.next_lsn() - start
+
+
+@pytest.mark.parametrize("cls", [BTree, LinearHash], ids=["btree", "hash"])
+def test_an_overwrite_of_the_same_length_logs_the_change_and_undoes_it(eng, cls, tmp_path):
+    rnd = random.Random(5)
+    tx = eng.begin()
+    m = cls.create(eng, tx, "m")
+    values = {b"k%04d" % i: rnd.randbytes(500) for i in range(200)}
+    for k, v in values.items():
+        m.put(tx, k, v)
+    eng.commit(tx)
+
+    def changed(v: bytes) -> bytes:
+        return v[:100] + b"12345678" + v[108:]
+
+    tx = eng.begin()
+    k = b"k0007"
+    cost = _log_bytes(eng, lambda: m.put(tx, k, changed(values[k])))
+    grown = _log_bytes(eng, lambda: m.put(tx, b"k0008", values[b"k0008"] + b"!"))  # another length: whole
+    if cls is BTree:
+        assert cost < 250 < 1000 < grown, (cost, grown)  # before patches: ~1,600 bytes
+    else:
+        assert cost < grown, (cost, grown)  # the hash logs its page records whole, its undo patched
+    assert m.get(k) == changed(values[k])
+    eng.abort(tx)
+    assert m.get(k) == values[k] and m.get(b"k0008") == values[b"k0008"]
+
+    tx = eng.begin()
+    m.put(tx, b"k0001", changed(values[b"k0001"]))
+    save = tx.last_lsn
+    m.put(tx, b"k0002", changed(values[b"k0002"]))
+    m.put(tx, b"k0002", changed(changed(values[b"k0002"])[::-1])[::-1])  # patched twice
+    eng.rollback_to(tx, save)
+    assert m.get(b"k0002") == values[b"k0002"] and m.get(b"k0001") == changed(values[b"k0001"])
+    eng.commit(tx)
+    values[b"k0001"] = changed(values[b"k0001"])
+
+    loser = eng.begin()
+    m.put(loser, b"k0003", changed(values[b"k0003"]))  # in flight at the crash: undone at open
+    device_snapshot(eng, str(tmp_path / "crash.img"))
+    eng.abort(loser)
+    crashed = Engine.open(ImageFileDevice(str(tmp_path / "crash.img")))
+    try:
+        m2 = cls.open_named(crashed, "m")
+        assert {k: m2.get(k) for k in values} == values
+    finally:
+        crashed.close()
+
+
+def test_the_page_record_is_a_patch(eng):
+    tx = eng.begin()
+    t = BTree.create(eng, tx, "t")
+    t.put(tx, b"key", b"a" * 300)
+    eng.commit(tx)
+    seen = []
+    append = eng.log.append
+
+    def spy(rtype, *a, **kw):
+        seen.append(a[3] if len(a) > 3 else kw.get("opcode"))
+        return append(rtype, *a, **kw)
+
+    eng.log.append = spy
+    tx = eng.begin()
+    t.put(tx, b"key", b"a" * 150 + b"b" + b"a" * 149)
+    eng.commit(tx)
+    eng.log.append = append
+    assert opcodes.OP_SLOT_PATCH in seen and opcodes.OP_SLOT_REPLACE not in seen
