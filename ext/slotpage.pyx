@@ -98,21 +98,29 @@ def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) 
     put16(p + HEADER_SIZE + 2, top)
 
 
-def delete(unsigned char[::1] buf, Py_ssize_t i) -> bytes:
-    """Remove slot ``i`` (later slots shift down) and return its body; its bytes are reclaimed
-    by the next compaction."""
-    cdef unsigned char *p = &buf[0]
-    cdef Py_ssize_t size = buf.shape[0], n, off, ln, d
-    n = u16(p + HEADER_SIZE)
+cdef Py_ssize_t _slot(const unsigned char *p, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *off,
+                      Py_ssize_t *ln) except -1:
+    """Slot count; the body of slot ``i`` at ``off`` (``ln`` bytes), checked to lie in the page."""
+    cdef Py_ssize_t n = u16(p + HEADER_SIZE), d
     if not 0 <= i < n:
         raise ValueError(f"slot {i} outside 0..{n - 1}")
     if DIR_START + 4 * n > size:
         raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
     d = DIR_START + 4 * i
-    off = u16(p + d)
-    ln = u16(p + d + 2)
-    if off + ln > size:
-        raise ValueError(f"slot {i} ([{off}, {off + ln})) passes the page end")
+    off[0] = u16(p + d)
+    ln[0] = u16(p + d + 2)
+    if off[0] + ln[0] > size:
+        raise ValueError(f"slot {i} ([{off[0]}, {off[0] + ln[0]})) passes the page end")
+    return n
+
+
+def delete(unsigned char[::1] buf, Py_ssize_t i) -> bytes:
+    """Remove slot ``i`` (later slots shift down) and return its body; its bytes are reclaimed
+    by the next compaction."""
+    cdef unsigned char *p = &buf[0]
+    cdef Py_ssize_t off, ln, d
+    cdef Py_ssize_t n = _slot(p, buf.shape[0], i, &off, &ln)
+    d = DIR_START + 4 * i
     old = (<char *>p)[off:off + ln]
     memmove(p + d, p + d + 4, 4 * (n - 1 - i))
     memset(p + DIR_START + 4 * (n - 1), 0, 4)
@@ -219,16 +227,7 @@ def swap_runs(const unsigned char[::1] runs) -> bytes:
 def patch_slot(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] runs) -> None:
     """Apply ``runs`` (old -> new) to the body of slot ``i``, in place: its length is unchanged."""
     cdef unsigned char *p = &buf[0]
-    cdef Py_ssize_t size = buf.shape[0], n, off, ln, d
-    n = u16(p + HEADER_SIZE)
-    if not 0 <= i < n:
-        raise ValueError(f"slot {i} outside 0..{n - 1}")
-    if DIR_START + 4 * n > size:
-        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
-    d = DIR_START + 4 * i
-    off = u16(p + d)
-    ln = u16(p + d + 2)
-    if off + ln > size:
-        raise ValueError(f"slot {i} ([{off}, {off + ln})) passes the page end")
+    cdef Py_ssize_t off, ln
+    _slot(p, buf.shape[0], i, &off, &ln)
     if runs.shape[0]:
         _apply(p + off, ln, &runs[0], runs.shape[0], True)

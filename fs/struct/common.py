@@ -360,6 +360,14 @@ def map_undo_delete_payload(head: bytes, key: bytes, old: bytes) -> bytes:
     return head + U16.pack(len(key)) + key + old
 
 
+def _keyed_undo(payload: bytes) -> tuple[int, int, bytes, bytes]:
+    """(header pid, start LSN, key, the rest) of an undo payload ``head | klen u16 | key | rest``."""
+    header, start = UNDO_HEAD.unpack_from(payload)
+    (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
+    pos = UNDO_HEAD.size + 2
+    return header, start, payload[pos : pos + kl], payload[pos + kl :]
+
+
 def register_map_undos(cls, put_opcode: int, delete_opcode: int, patch_opcode: int, name: str) -> None:
     """Register the logical undos of a map class whose objects open as ``cls(engine, header)``
     and change through ``_put(tx, key, value)`` / ``_delete(tx, key)`` without logging undos."""
@@ -376,18 +384,12 @@ def register_map_undos(cls, put_opcode: int, delete_opcode: int, patch_opcode: i
             run_inverse(engine, tx, m.latch, start, lambda: m._delete(tx, key))
 
     def undo_delete(engine, tx: Transaction, payload: bytes) -> None:
-        header, start = UNDO_HEAD.unpack_from(payload)
-        (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
-        pos = UNDO_HEAD.size + 2
-        key, value = payload[pos : pos + kl], payload[pos + kl :]
+        header, start, key, value = _keyed_undo(payload)
         m = cls(engine, header)
         run_inverse(engine, tx, m.latch, start, lambda: m._put(tx, key, value))
 
     def undo_patch(engine, tx: Transaction, payload: bytes) -> None:
-        header, start = UNDO_HEAD.unpack_from(payload)
-        (kl,) = U16.unpack_from(payload, UNDO_HEAD.size)
-        pos = UNDO_HEAD.size + 2
-        key, runs = payload[pos : pos + kl], payload[pos + kl :]
+        header, start, key, runs = _keyed_undo(payload)
         m = cls(engine, header)
 
         def patch_back() -> None:
