@@ -34,6 +34,10 @@ cdef class Frame:
         self.ready = False  # loaded without error: the flag the fast pin reads
         self.error = None
 
+    @property
+    def lsn(self) -> int:
+        return int.from_bytes(self.data[16:24], "little")
+
 
 cdef class PinTable:
     """The fast half of the buffer's frame table: pin a resident page, unpin any."""

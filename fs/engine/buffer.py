@@ -33,7 +33,7 @@ from collections.abc import Callable
 from ...ext.pagepin import Frame, PinnedPage, PinTable  # noqa: F401  (PinnedPage: the engine hands it out)
 from . import nowait
 from .copies import good_copy
-from .page import PAGE_SIZE, PageCorrupt, page_lsn, page_type, seal, verify
+from .page import PAGE_SIZE, PageCorrupt, page_type, seal, verify
 
 DISCARD_WAIT = 30.0  # seconds a discard waits for a write-back in flight to unpin a freed page
 
@@ -200,7 +200,7 @@ class BufferManager:
         write-ahead rule lives here: the log is forced up to the page's LSN first. The caller
         keeps the frame pinned until the bytes are on the device, so nobody re-reads the
         device's older copy in between."""
-        self.force_log(page_lsn(f.data))
+        self.force_log(f.lsn)
         copy = bytearray(f.data)
         hook = self.hooks.get(page_type(copy), (None, None))[1]
         if hook:
@@ -247,7 +247,7 @@ class BufferManager:
                     f.pins += 1
             try:
                 if dirty:  # one log force for the batch instead of one per page
-                    self.force_log(max(page_lsn(f.data) for f in dirty))
+                    self.force_log(max(f.lsn for f in dirty))
                 sealed: list[tuple[int, bytearray]] = []
                 for f in dirty:
                     with f.latch:

@@ -25,7 +25,7 @@ from . import opcodes
 from .buffer import BufferManager
 from .logrecord import NO_PAGE, RAW_CLAIM, LogCorrupt, LogRecord, RecType
 from .logstore import FIRST_LSN, LogStore
-from .page import PageCorrupt, page_lsn, set_page_lsn
+from .page import PageCorrupt, set_page_lsn
 from .superblock import Superblock
 from .xact import Transaction, TxState
 
@@ -67,7 +67,7 @@ def _redo(buffer: BufferManager, rec: LogRecord, name: str) -> bool:
             f.data[:] = bytes(len(f.data))
         try:
             with f.latch:
-                if page_lsn(f.data) > rec.lsn:
+                if f.lsn > rec.lsn:
                     return False
                 f.data[:] = rec.payload.ljust(len(f.data), b"\0")
                 set_page_lsn(f.data, rec.end)
