@@ -107,10 +107,10 @@ def _path_names(fs) -> Callable[[int], str]:
     return name
 
 
-def _engine_ok(pid: int) -> Callable[[bytes], bool]:
+def _engine_ok(pid: int, seed: int) -> Callable[[bytes], bool]:
     def ok(data: bytes) -> bool:
         try:
-            verify(data, pid)
+            verify(data, pid, seed)
         except PageCorrupt:
             return False
         return True
@@ -158,7 +158,7 @@ def scrub(fs, *, repair: bool = True, data_only: bool = False,
                 what = f"{name(ino)}: byte offset {lpage * PAGE_SIZE} (inode {ino}, device page {page})"
             else:
                 rep.engine_pages += 1
-                ok = _engine_ok(page)
+                ok = _engine_ok(page, fs.e.page_seed)
                 what = f"engine page {page}"
             views = [(leg, memoryview(d)[k * PAGE_SIZE : (k + 1) * PAGE_SIZE]) for leg, d in copies]
             _judge(rep, raw, what, page * PAGE_SIZE, views, ok, repair)

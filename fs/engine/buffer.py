@@ -45,8 +45,9 @@ def new_frame(pid: int) -> Frame:
 
 class BufferManager:
     def __init__(self, dev, pages_offset: int, page_count: int, force_log: Callable[[int], None],
-                 capacity: int = 4096):
+                 capacity: int = 4096, *, page_seed: int):
         self.dev, self.pages_offset, self.page_count = dev, pages_offset, page_count
+        self.page_seed = page_seed  # the engine's: every page is verified and sealed with it
         self.force_log = force_log
         self.capacity = capacity
         self._frames: OrderedDict[int, Frame] = OrderedDict()
@@ -146,10 +147,11 @@ class BufferManager:
         off = self._offset(pid)
         raw = self.dev.read(off, PAGE_SIZE)
         try:
-            verify(raw, pid)
+            verify(raw, pid, self.page_seed)
             return raw
         except PageCorrupt:
-            found = good_copy(self.dev, off, PAGE_SIZE, lambda data: _verifies(data, pid), f"engine page {pid}")
+            found = good_copy(self.dev, off, PAGE_SIZE, lambda data: _verifies(data, pid, self.page_seed),
+                              f"engine page {pid}")
             if found is None:
                 raise
         good, repaired = found
@@ -205,7 +207,7 @@ class BufferManager:
         hook = self.hooks.get(page_type(copy), (None, None))[1]
         if hook:
             hook(f.pid, copy)
-        seal(copy, f.pid)
+        seal(copy, f.pid, self.page_seed)
         with self._lock:
             old = self._unflushed.get(f.pid)
             self._seals += 1
@@ -329,9 +331,9 @@ class BufferManager:
         return len(self._frames)
 
 
-def _verifies(raw: bytes, pid: int) -> bool:
+def _verifies(raw: bytes, pid: int, seed: int) -> bool:
     try:
-        verify(raw, pid)
+        verify(raw, pid, seed)
     except PageCorrupt:
         return False
     return True

@@ -57,7 +57,7 @@ def allocated_pages(engine) -> tuple[list[int], list[tuple[int, str]]]:
         pid = engine.map_page(m)
         raw = engine.raw.read(pid * PAGE_SIZE, PAGE_SIZE)
         try:
-            verify(raw, pid, "allocation map ")
+            verify(raw, pid, engine.page_seed, "allocation map ")
         except PageCorrupt as ex:
             probs.append((pid, str(ex)))
             continue
@@ -109,7 +109,7 @@ def check_engine(engine, *, leaks: bool = False, extra_pages: Iterable[int] = ()
                 raw_data.add(pid)
                 continue
             try:
-                verify(raw, pid)
+                verify(raw, pid, engine.page_seed)
             except PageCorrupt as ex:
                 if pid not in reported:
                     probs.append(str(ex))

@@ -99,6 +99,19 @@ def _log_buffer_factory(kind: str):
     return {"cd": logbuffer.ConsolidatedLogBuffer, "mutex": logbuffer.MutexLogBuffer}[kind]
 
 
+def _new_page_seed(dev: DeviceContract, name: str) -> int:
+    """A page seed for a new format: random, never 0 (unseeded), and never the seed of the
+    engine being formatted over, if the device holds one: its pages must not pass for ours."""
+    try:
+        old = read_superblock(dev, name).page_seed
+    except SuperblockError:
+        old = 0
+    while True:
+        seed = int.from_bytes(os.urandom(4), "little")
+        if seed not in (0, old):
+            return seed
+
+
 class Engine:
     # ----- creating and opening -----------------------------------------------------------------
     @staticmethod
@@ -110,17 +123,18 @@ class Engine:
         nmaps = -(-page_count // BITS_PER_MAP)
         if page_count < nmaps + 16:
             raise ValueError(f"{name}: device of {dev.size} bytes is too small for a {log_size}-byte log")
+        seed = _new_page_seed(dev, name)
         buf = bytearray(PAGE_SIZE)
         init_header(buf, CATALOG_PAGE, PageType.SLOTTED)
         slotted.format_slotted(buf)
-        seal(buf, CATALOG_PAGE)
+        seal(buf, CATALOG_PAGE, seed)
         dev.write(pages_offset, buf)
         for m in range(nmaps):  # the catalog and the maps themselves are allocated
             init_header(buf, 1 + m, PageType.ALLOC_MAP)
             first = m * BITS_PER_MAP
             for pid in range(first, min(first + BITS_PER_MAP, nmaps + 1)):
                 buf[32 + (pid - first) // 8] |= 1 << (pid % 8)
-            seal(buf, 1 + m)
+            seal(buf, 1 + m, seed)
             dev.write(pages_offset + (1 + m) * PAGE_SIZE, buf)
         # write the whole log region once: later log writes then overwrite allocated blocks, so
         # each commit's fdatasync carries no block-allocation metadata (as with a zero-filled WAL)
@@ -128,7 +142,8 @@ class Engine:
         for off in range(SUPER_AREA, SUPER_AREA + log_size, len(zeros)):
             dev.write(off, zeros[: min(len(zeros), SUPER_AREA + log_size - off)])
         sb = Superblock(PAGE_SIZE, SUPER_AREA, log_size, pages_offset, page_count, FIRST_LSN, FIRST_LSN,
-                        epoch=0, seq=0, log_id=int.from_bytes(os.urandom(4), "little"), map_pages=nmaps)
+                        epoch=0, seq=0, log_id=int.from_bytes(os.urandom(4), "little"), map_pages=nmaps,
+                        page_seed=seed)
         sb = write_superblock(dev, sb)
         return write_superblock(dev, sb)  # both copies valid from the start
 
@@ -136,7 +151,9 @@ class Engine:
                  policy: GroupCommitPolicy | None, log_buffer: str):
         self.dev, self.sb, self.name = dev, sb, name
         self.store = LogStore(dev, sb.log_offset, sb.log_size, sb.log_id)
-        self.buffer = BufferManager(dev, sb.pages_offset, sb.page_count, self._force_log, capacity=buffer_pages)
+        self.page_seed = sb.page_seed  # every page's checksum is seeded with it (see Superblock)
+        self.buffer = BufferManager(dev, sb.pages_offset, sb.page_count, self._force_log, capacity=buffer_pages,
+                                    page_seed=sb.page_seed)
         # ``with engine.page(pid) as frame``: pin and latch a page for reading (or for a sequence
         # of updates that must be atomic). A partial, not a method: a B+tree lookup makes several
         self.page: Callable[[int], PinnedPage] = partial(PinnedPage, self.buffer)
@@ -357,13 +374,18 @@ class Engine:
 
     def write_unlogged(self, first: int, images: bytes | bytearray) -> None:
         """Stasis' logging opt-out for bulk loads: write whole page images (built in memory with
-        page LSN :meth:`next_lsn` and sealed) straight to pages ``first ..`` that the caller's
+        page LSN :meth:`next_lsn`; sealed here) straight to pages ``first ..`` that the caller's
         transaction has just allocated, and make them durable. Only the allocation and the
         records that make the pages reachable are logged; if the transaction aborts or never
         commits, the allocation is undone and the bytes are garbage in free space. The page LSN,
         newer than any record of the pages' previous lives, keeps redo from replaying those."""
-        self.buffer.discard_range(first, len(images) // PAGE_SIZE)
-        self.raw.write(first * PAGE_SIZE, bytes(images))
+        if len(images) % PAGE_SIZE:
+            raise ValueError(f"{self.name}: unlogged images of {len(images)} bytes are not whole pages")
+        pages = bytearray(images)
+        for i in range(len(pages) // PAGE_SIZE):
+            seal(memoryview(pages)[i * PAGE_SIZE : (i + 1) * PAGE_SIZE], first + i, self.page_seed)
+        self.buffer.discard_range(first, len(pages) // PAGE_SIZE)
+        self.raw.write(first * PAGE_SIZE, bytes(pages))
         self.raw.flush()  # durable before anything logged refers to them
 
     def write_back(self) -> None:

@@ -13,7 +13,8 @@ Header (32 bytes, little-endian)::
     magic    u16  0x5458 ("TX")
     version  u8   PAGE_VERSION
     type     u8   page type (PageType)
-    crc      u32  crc32c of the page with this field zeroed
+    crc      u32  crc32c of the page with this field zeroed, seeded with the engine's page
+                  seed (drawn at format: a page an earlier format left behind fails it)
     page_id  u64  the page's own number (catches misdirected writes)
     lsn      u64  LSN of the last log record applied to the page
     aux      u64  layout-specific (slot count, next pointer, ...)
@@ -79,18 +80,21 @@ def set_aux(buf: bytearray, value: int) -> None:
     struct.pack_into("<Q", buf, 24, value)
 
 
-def seal(buf: bytearray, page_id: int) -> None:
+def seal(buf: bytearray, page_id: int, seed: int) -> None:
     """Stamp the page's identity (magic, version, number) and checksum, just before it is
     written. Identity belongs to the write path, not to operations: a page formatted by a
-    logged operation gets it here whatever it was before."""
+    logged operation gets it here whatever it was before. ``seed``: the engine's page seed
+    (``Superblock.page_seed``), which makes the checksum this format's."""
     struct.pack_into("<HB", buf, 0, PAGE_MAGIC, PAGE_VERSION)
     struct.pack_into("<Q", buf, 8, page_id)
     struct.pack_into("<I", buf, _CRC_OFF, 0)
-    struct.pack_into("<I", buf, _CRC_OFF, crc32c.crc32c(buf))
+    struct.pack_into("<I", buf, _CRC_OFF, crc32c.crc32c(buf, seed))
 
 
-def verify(buf: bytes | bytearray, page_id: int, where: str = "") -> None:
-    """Check a page just read. All-zero pages (never written) pass as FREE."""
+def verify(buf: bytes | bytearray, page_id: int, seed: int, where: str = "") -> None:
+    """Check a page just read against the engine's page seed. All-zero pages (never written)
+    pass as FREE. A page of an earlier format on the device fails the checksum: it is not
+    this engine's, whatever LSN it carries."""
     magic, version, _ptype, crc, pid, _lsn, _aux = HEADER.unpack_from(buf)
     if magic == 0 and not any(buf):
         return
@@ -99,8 +103,8 @@ def verify(buf: bytes | bytearray, page_id: int, where: str = "") -> None:
         raise PageCorrupt(f"{name}: bad magic {magic:#06x} (not a traxfs page or overwritten)")
     tmp = bytearray(buf)
     struct.pack_into("<I", tmp, _CRC_OFF, 0)
-    if crc32c.crc32c(tmp) != crc:
-        raise PageCorrupt(f"{name}: checksum mismatch (torn or corrupted page)")
+    if crc32c.crc32c(tmp, seed) != crc:
+        raise PageCorrupt(f"{name}: checksum mismatch (torn or corrupted page, or left by an earlier format)")
     if version != PAGE_VERSION:
         raise PageCorrupt(f"{name}: page format version {version}, this traxfs reads {PAGE_VERSION}")
     if pid != page_id:

@@ -54,7 +54,7 @@ def write_new_maps(dev, sb: Superblock, count: int) -> int:
         pid = m * BITS_PER_MAP  # the first page of its own range: it owns itself (bit 0)
         init_header(buf, pid, PageType.ALLOC_MAP)
         buf[_MAP_HEADER] |= 1
-        seal(buf, pid)
+        seal(buf, pid, sb.page_seed)
         dev.write(sb.pages_offset + pid * PAGE_SIZE, buf)
     dev.flush()
     return map_pages

@@ -21,11 +21,18 @@ older sequence number, so a torn superblock write leaves the previous one intact
     errors         u32 damaged pages met while the engine was in use (0: none seen)
     error_page     u64 the first of them
     in_use         u32 1 from open until a clean close: found set at open, the last stop was a crash
+    page_seed      u32 random per format: the seed of every page's crc32c (0: unseeded)
     crc            u32 crc32c of all of the above
 
-Version 2 added ``map_pages``, ``errors``, ``error_page`` and ``in_use``. A version 1 superblock (without
-them: every map contiguous, no errors recorded) is still read; the next write makes it
-version 2.
+Version 2 added ``map_pages``, ``errors``, ``error_page`` and ``in_use``; version 3 added
+``page_seed``. Why a page seed: LSNs start anew at every format, so a page left on the device by
+an earlier format (its own number, a valid checksum, a *higher* LSN) would pass for current and
+make redo skip every record of the page: a re-formatted device could lose committed work at
+its first crash. Seeded with a value drawn at format, such a page fails its checksum and is
+rebuilt from the log's page image, as a torn page is (ext4's metadata_csum seed and XFS's
+UUID in every block do the same). Older superblocks are still read (version 1: every map
+contiguous, no errors recorded; versions 1 and 2: page seed 0, the pages they wrote are
+unseeded and stay so); the next write makes them version 3.
 """
 
 from __future__ import annotations
@@ -38,9 +45,10 @@ import crc32c
 from .copies import good_copy
 
 MAGIC = b"TRAXENG1"
-ENGINE_VERSION = 2
+ENGINE_VERSION = 3
 _V1 = struct.Struct("<8sIIQQQQQQIQI")
-_FMT = struct.Struct("<8sIIQQQQQQIQIIIQI")
+_V2 = struct.Struct("<8sIIQQQQQQIQIIIQI")
+_FMT = struct.Struct("<8sIIQQQQQQIQIIIQII")
 _HEAD = struct.Struct("<8sI")
 _CRC = struct.Struct("<I")
 COPIES = (0, 4096)
@@ -67,6 +75,7 @@ class Superblock:
     errors: int = 0
     error_page: int = 0
     in_use: int = 0
+    page_seed: int = 0  # 0: pages of a version 1 or 2 engine, unseeded
 
     @property
     def end(self) -> int:
@@ -77,7 +86,7 @@ class Superblock:
         body = _FMT.pack(MAGIC, ENGINE_VERSION, self.page_size, self.log_offset, self.log_size,
                          self.pages_offset, self.page_count, self.checkpoint_lsn, self.trunc_lsn,
                          self.epoch, self.seq, self.log_id, self.map_pages, self.errors, self.error_page,
-                         self.in_use)
+                         self.in_use, self.page_seed)
         return body + _CRC.pack(crc32c.crc32c(body))
 
     @classmethod
@@ -85,10 +94,10 @@ class Superblock:
         magic, version = _HEAD.unpack_from(raw)
         if magic != MAGIC:
             raise SuperblockError(f"{where}: no traxfs engine superblock (magic {magic!r})")
-        fmt = {1: _V1, 2: _FMT}.get(version)
+        fmt = {1: _V1, 2: _V2, 3: _FMT}.get(version)
         if fmt is None:
             raise SuperblockError(f"{where}: superblock checksum mismatch (damaged), or engine format version "
-                                  f"{version} of a newer traxfs (this one reads 1 and {ENGINE_VERSION})")
+                                  f"{version} of a newer traxfs (this one reads 1 to {ENGINE_VERSION})")
         body = raw[: fmt.size]
         (crc,) = _CRC.unpack_from(raw, fmt.size)
         if crc32c.crc32c(body) != crc:

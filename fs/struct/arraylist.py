@@ -30,7 +30,7 @@ import struct
 from ..engine import check as engine_check
 from ..engine import opcodes
 from ..engine.opcodes import Operation
-from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, set_aux
 from ..engine.xact import Transaction
 from .common import (
     U64,
@@ -110,7 +110,6 @@ class ArrayList:
             set_aux(buf, record_size)
             chunk = b"".join(records[i * per_page : (i + 1) * per_page])
             buf[HEADER_SIZE : HEADER_SIZE + len(chunk)] = chunk
-            seal(buf, start + i)
             images += buf
         engine.write_unlogged(start, images)
         write_bytes(engine, tx, header, HEADER_SIZE,

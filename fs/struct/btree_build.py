@@ -9,7 +9,7 @@ tree before the transaction commits, so no other transaction's change can be los
 from __future__ import annotations
 
 from ..engine import slotted
-from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, set_aux
 from ..engine.xact import Transaction
 from .btree_node import (
     HDR,
@@ -83,7 +83,6 @@ def build_tree(engine, tx: Transaction, items, name: str | None, fill: float) ->
                 child += len(recs)
             slotted.build(buf, recs)
             set_aux(buf, (pid + 1 if i + 1 < len(level) else 0) if depth == 0 else depth)
-            seal(buf, pid)
             pages += buf
     engine.write_unlogged(first, pages)
     root = base[-1]

@@ -35,7 +35,7 @@ import crc32c
 
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
-from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, seal, set_aux
+from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, init_header, set_aux
 from ..engine.xact import Transaction
 from .arraylist import ArrayList
 from .common import (
@@ -203,7 +203,6 @@ class LinearHash(LoggedMap):
                 init_header(buf, pid, PageType.SLOTTED, lsn)
                 slotted.build(buf, page_records)
                 set_aux(buf, pid + 1 if i + 1 < len(chain) else 0)
-                seal(buf, pid)
                 images += buf
                 pid += 1
         engine.write_unlogged(first, images)
