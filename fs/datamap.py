@@ -28,7 +28,7 @@ intent that must be durable before the bytes are written), then written
 (:meth:`DataMap.write_plan`); the filesystem logs the intents before and the sums after.
 
 **Freed pages** (truncate, unlink) return to the allocator only once the freeing commit is
-durable (``Engine.free_region_after_durable``): otherwise another file's new bytes could land
+durable (``Engine.free_region``): otherwise another file's new bytes could land
 in them while a crash could still bring the old owner back. Pages a snapshot sees go to the dead
 list instead (:meth:`DataMap.release`).
 
@@ -511,7 +511,7 @@ class DataMap:
         if self.chain.sees(birth):
             self.dead.put(tx, U64X2.pack(self.chain.current, first), DEAD.pack(count, birth))
             return
-        self.e.free_region_after_durable(tx, first, count)
+        self.e.free_region(tx, first, count)
         self.sums.forget(tx, first, count)
 
     # ----- copy-on-write ------------------------------------------------------------------------

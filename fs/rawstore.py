@@ -118,7 +118,7 @@ class EngineIO:
     def free(self, tx, first: int, pages: int) -> None:
         """Free a block when ``tx`` commits; reusable once that commit is durable (so no new
         owner's bytes can land there while a crash could still bring the block back)."""
-        self.e.free_region_after_durable(tx, first, pages)
+        self.e.free_region(tx, first, pages)
 
     def free_pages(self) -> int:
         return self.e.free_pages()

@@ -184,7 +184,7 @@ class SnapshotStore:
                     for key, first, count, birth in seen:
                         if self._only_seen_by(birth, prev):
                             t["dead"].delete(ftx.tx, key)
-                            self.e.free_region_after_durable(ftx.tx, first, count)
+                            self.e.free_region(ftx.tx, first, count)
                             self.data.sums.forget(ftx.tx, first, count)
                 start = seen[-1][0] + b"\0"
         for holder in self.holders:

@@ -282,7 +282,7 @@ def test_a_durability_callback_never_waits_for_an_allocation(engine_dev):
         first = eng.alloc.alloc_region(tx, 8)
         eng.commit(tx)
         tx = eng.begin()
-        eng.alloc.free_region_after_durable(tx, first, 8)
+        eng.alloc.free_region(tx, first, 8)
         eng.soft_commit(tx)  # its durability (and the release) waits for a flush nobody asks for yet
         got: list[int] = []
         with eng.page(eng.map_page(0)):

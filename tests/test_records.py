@@ -147,9 +147,9 @@ def test_aborted_dealloc_keeps_the_record_and_aborted_reuse_frees_it_again(engin
     eng.close()
 
 
-def test_page_frees_are_quarantined_until_the_commit_record(engine_dev):
+def test_page_frees_are_quarantined_until_the_commit_is_durable(engine_dev):
     """The same rule for pages: freed bits are cleared just before the commit record, and the
-    pages are not handed out again until that record is in the log."""
+    pages are not handed out again until that record is on disk (a durable commit: at once)."""
     eng = Engine.open(engine_dev)
     tx = eng.begin()
     pid = eng.alloc.alloc_page(tx)
@@ -172,7 +172,7 @@ def test_a_release_at_durability_never_waits_for_the_allocator(engine_dev):
     first = eng.alloc.alloc_region(tx, 8)
     eng.commit(tx)
     tx = eng.begin()
-    eng.alloc.free_region_after_durable(tx, first, 8)
+    eng.alloc.free_region(tx, first, 8)
     end = eng.soft_commit(tx).lsn  # not durable yet: the daemon waits a minute, nobody forces
     map_pid = 1 + first // eng.alloc.bits_per_map
     latched, forced, allocated = threading.Event(), threading.Event(), threading.Event()

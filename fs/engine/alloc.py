@@ -5,9 +5,12 @@ the first page of each further range: ``Engine.map_page``). Allocating sets bits
 commuting bit operations (so concurrent transactions sharing a map page never undo each other's
 bits); if the allocating transaction aborts, the undo clears them again.
 
-**Freed space is never reused before the freeing transaction commits**: ``free_*`` only records
+**Freed space is never reused before the freeing commit is durable**: ``free_*`` only records
 the intent; the bits are cleared by a pre-commit hook, in the same transaction, just before its
-commit record. An aborted transaction's frees simply never happen.
+commit record, and the pages stay quarantined until that record is on disk. An aborted
+transaction's frees simply never happen. Any page may be reused for bytes written outside the
+log (a file extent, a queue block), and those can reach the disk before any record does: had
+the free been lost in a crash, its old owner would get them back.
 
 Regions are runs of contiguous pages aligned to ``align`` pages — the volume's stripe unit or
 track — for large objects streamed to the device without logging their bytes.
@@ -101,12 +104,13 @@ class Allocator:
 
         If no run is free but freed pages wait for their commit to be durable, the log is
         forced (making those frees durable), the pages released, and the search run once more:
-        space freed a moment ago is not refused while ``df`` already counts it free."""
+        space freed a moment ago is not refused while ``df`` already counts it free. The search
+        is run again even when nothing waited by then: the search itself may have forced the
+        log (writing back a map page) and released the frees it could not see."""
         try:
             return self._alloc_run(tx, count, align)
         except NoSpace:
-            if not self._reclaim():
-                raise
+            self._reclaim()
         return self._alloc_run(tx, count, align)
 
     def _alloc_run(self, tx: Transaction, count: int, align: int) -> int:
@@ -116,19 +120,18 @@ class Allocator:
             self._cursor = first + count
         return first
 
-    def _reclaim(self) -> bool:
+    def _reclaim(self) -> None:
         """Force the log up to the newest free waiting for durability and release every free
-        it made durable (their callbacks may not have run yet). True if there was any."""
+        it made durable (their callbacks may not have run yet)."""
         with self._qlock:
             want = max((lsn for _, lsn in self._quarantine.values()), default=0)
         if not want:
-            return False
+            return
         self.e.log.force(want)
         durable = self.e.log.durable_lsn
         with self._qlock:
             for q in [q for q, (_, lsn) in self._quarantine.items() if 0 < lsn <= durable]:
                 del self._quarantine[q]
-        return True
 
     def alloc_at(self, tx: Transaction, first: int, count: int) -> bool:
         """Allocate exactly pages ``first .. first+count-1`` if all are free (a file growing
@@ -154,24 +157,12 @@ class Allocator:
         return pid
 
     def free_region(self, tx: Transaction, first: int, count: int) -> None:
-        """Free at commit of ``tx`` (never earlier: an uncommitted free must not be reused).
+        """Free at commit of ``tx``; reusable only once that commit is durable.
 
-        The bits are cleared just before the commit record, and the pages stay quarantined
-        until that record is in the log: a transaction that reused them in between could commit
-        durably while a crash lost this commit, and the undo of the free would then hand the
-        pages back to their old owner too. Once the commit record is in the log, every later
-        reuse is logged after it and no crash can keep the reuse without the free."""
-        self._free_at_commit(tx, first, count, until_durable=False)
-
-    def free_region_after_durable(self, tx: Transaction, first: int, count: int) -> None:
-        """Free at commit of ``tx`` but reuse only once that commit is durable.
-
-        For space whose bytes are written outside the log (file data): if a new owner's unlogged
-        bytes could reach the disk before the free did, a crash would hand the old owner (whose
-        free was lost) the new owner's bytes."""
-        self._free_at_commit(tx, first, count, until_durable=True)
-
-    def _free_at_commit(self, tx: Transaction, first: int, count: int, until_durable: bool) -> None:
+        Not as soon as the commit record is in the log buffer: a new owner may write its bytes
+        straight to the device (raw data, before any record of its own), and a crash losing the
+        free would hand those bytes to the old owner — a B+tree would find a queue block where
+        its leaf was. ``alloc_region`` forces the log when only quarantined space is left."""
         entry = [count, 0]
 
         def release() -> None:
@@ -189,7 +180,7 @@ class Allocator:
             handle.add_callback(release)
 
         tx.pre_commit.append(hold)
-        tx.post_commit.append(when_durable if until_durable else lambda handle: release())
+        tx.post_commit.append(when_durable)
 
     def quarantined_pages(self) -> int:
         with self._qlock:

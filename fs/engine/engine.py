@@ -24,9 +24,8 @@ the log manager, the log store, the allocator) is the engine's own:
 * pages: ``page(pid)`` (pinned and latched; ``pin_table`` and ``pin`` for a walk in C), the catalog of named roots (``get_root``/``set_root``),
   records on pages (``records``: Stasis' ``Talloc``/``Tdealloc``), ``write_unlogged`` (bulk
   loads), ``write_back``, the engine's own pages (``engine_pages``, ``map_page``, ``nmaps``);
-* space: ``alloc_region``, ``alloc_at``, ``free_region``, ``free_region_after_durable``,
-  ``free_page``, ``is_allocated``, ``free_pages``, ``quarantined_pages``, ``pages_in_use``,
-  ``page_count``, ``first_data_page``;
+* space: ``alloc_region``, ``alloc_at``, ``free_region``, ``free_page`` (reusable once durable),
+  ``is_allocated``, ``free_pages``, ``quarantined_pages``, ``pages_in_use``, ``page_count``, ``first_data_page``;
 * raw data pages: ``raw`` (:class:`~traxfs.fs.engine.raw.RawPages`: bytes written outside the log);
 * durability: ``make_durable``, ``next_lsn``, log barriers (``add_log_barrier``);
 * damage and state: ``note_damage``/``clear_damage``, ``damage``, ``crashed``, ``sb`` (the
@@ -483,13 +482,8 @@ class Engine:
         return self.alloc.alloc_at(tx, first, count)
 
     def free_region(self, tx: Transaction, first: int, count: int) -> None:
-        """Free pages when ``tx`` commits (reusable once its commit record is in the log)."""
+        """Free pages when ``tx`` commits (reusable once that commit is durable)."""
         self.alloc.free_region(tx, first, count)
-
-    def free_region_after_durable(self, tx: Transaction, first: int, count: int) -> None:
-        """Free pages when ``tx`` commits, reusable only once that commit is durable: for pages
-        holding bytes written outside the log."""
-        self.alloc.free_region_after_durable(tx, first, count)
 
     def free_page(self, tx: Transaction, pid: int) -> None:
         self.alloc.free_page(tx, pid)
@@ -502,7 +496,7 @@ class Engine:
         return self.alloc.free_count()
 
     def quarantined_pages(self) -> int:
-        """Pages freed whose release waits for the freeing commit (to be logged or durable)."""
+        """Pages freed whose release waits for the freeing commit to be durable."""
         return self.alloc.quarantined_pages()
 
     def pages_in_use(self) -> list[int]:
