@@ -53,7 +53,7 @@ cdef extern from *:
     #include <dlfcn.h>
     #include <errno.h>
     #include <fcntl.h>
-    #include <poll.h>
+    #include <sys/epoll.h>
     #include <pthread.h>
     #include <stdint.h>
     #include <stdio.h>
@@ -138,7 +138,11 @@ cdef extern from *:
        (``fuse_session_fd`` returns its read end) and take it from the queue
        (``fuse_session_receive_buf``). Replies go to the session's own descriptor as before. */
     #define TRAXLL_MAX_READERS 64  /* requests of ours answered at once (each may wait for I/O) */
-    #define TRAXLL_MAX_IDLE 2  /* a reader that finds this many others idle ends */
+    /* a reader that finds this many others idle ends. Spares are kept so that a request that
+       arrives while one is answered finds a reader waiting: with 2, a serial workload whose
+       requests overlap (an unlink and the forget it causes) started and ended a thread, with
+       its Python thread state, every few requests */
+    #define TRAXLL_MAX_IDLE 8
 
     typedef int (*traxll_fd_fn)(struct fuse_session *);
     typedef int (*traxll_recv_fn)(struct fuse_session *, struct fuse_buf *);
@@ -155,14 +159,24 @@ cdef extern from *:
         unsigned long gen;  /* the readers' generation: a reader of an older session (still busy
                                when that session ended) only finishes and leaves */
         int dev;  /* our own descriptor of the session's /dev/fuse (dup, non-blocking) */
+        /* The idle readers all wait in this one epoll set: a set wakes its waiters last come,
+           first woken, so a request goes to the reader that finished last (its stack and
+           thread state warm), and one request wakes one reader — the device is registered
+           EPOLLONESHOT and re-armed by the reader it woke as soon as that one has read. (poll(2)
+           woke every idle reader for every request, so spares could not be kept and readers
+           were started and ended every few requests; a set per reader with EPOLLEXCLUSIVE
+           wakes one, but the one idle longest.) The stop pipe is level-triggered: a stop wakes
+           them all, one after another. */
+        int ep;
         int wake_r, wake_w;  /* one byte per request queued for pyfuse3 (+1 once done) */
         int stop_r, stop_w;  /* written at destroy: every reader wakes and ends */
         pthread_mutex_t lock;  /* all of the above but the descriptors' use */
         pthread_cond_t gone;  /* a reader ended */
         struct traxll_queued *head, *tail;
         unsigned long direct, queued;  /* requests answered by readers / queued for pyfuse3 */
+        unsigned long started;  /* readers started since the session started */
     } traxll_rd = { .lock = PTHREAD_MUTEX_INITIALIZER, .gone = PTHREAD_COND_INITIALIZER, .dev = -1,
-                    .wake_r = -1, .wake_w = -1, .stop_r = -1, .stop_w = -1 };
+                    .wake_r = -1, .wake_w = -1, .stop_r = -1, .stop_w = -1, .ep = -1 };
     static traxll_proc_fn traxll_process;
 
     /* Is this opcode (linux/fuse.h) one of the slots the session got from us? */
@@ -202,6 +216,7 @@ cdef extern from *:
         pthread_attr_destroy(&attr);
         if (ok) {
             traxll_rd.threads++;
+            traxll_rd.started++;
             if (traxll_rd.threads > traxll_rd.peak)
                 traxll_rd.peak = traxll_rd.threads;
         }
@@ -215,13 +230,12 @@ cdef extern from *:
         size_t cap = 256 * (size_t) sysconf(_SC_PAGESIZE) + 0x1000;
         char *mem = malloc(cap);
         int ended = mem == NULL;  /* the device is gone (or this thread cannot read it) */
-        struct pollfd p[2];
+        struct epoll_event ev, got[2];
         /* one Python thread state for the thread's life: the handlers' GIL acquisitions then
            cost a lock, not a new thread state each */
         PyGILState_STATE gil = PyGILState_Ensure();
         PyThreadState *ts = PyEval_SaveThread();
-        p[0].fd = traxll_rd.dev; p[0].events = POLLIN;
-        p[1].fd = traxll_rd.stop_r; p[1].events = POLLIN;
+        memset(&ev, 0, sizeof ev);
         pthread_mutex_lock(&traxll_rd.lock);
         se = traxll_rd.se;
         while (!ended && gen == traxll_rd.gen && !traxll_rd.stopping && !traxll_rd.done
@@ -229,15 +243,19 @@ cdef extern from *:
             traxll_rd.idle++;
             pthread_mutex_unlock(&traxll_rd.lock);
             ssize_t n = -1;
-            p[0].revents = p[1].revents = 0;
-            if (poll(p, 2, -1) < 0) {
-                if (errno != EINTR) {
-                    perror("traxfs: polling the FUSE device");
-                    ended = 1;
-                }
-            } else if (p[1].revents) {
-                ;  /* stopping: seen at the top */
-            } else if (p[0].revents & POLLIN) {
+            uint32_t dev_events = 0, stop_events = 0;
+            int k = epoll_wait(traxll_rd.ep, got, 2, -1);
+            if (k < 0 && errno != EINTR) {
+                perror("traxfs: waiting on the FUSE device");
+                ended = 1;
+            }
+            for (int i = 0; i < k; i++) {
+                if (got[i].data.fd == traxll_rd.stop_r) stop_events |= got[i].events;
+                else dev_events |= got[i].events;
+            }
+            if (k <= 0 || stop_events) {
+                ;  /* interrupted, or stopping: seen at the top */
+            } else if (dev_events & EPOLLIN) {
                 n = read(traxll_rd.dev, mem, cap);
                 /* EAGAIN: another reader took it; ENOENT: interrupted, retry; ENODEV: unmounted */
                 if (n < 0 && errno != EINTR && errno != EAGAIN && errno != ENOENT) {
@@ -249,10 +267,18 @@ cdef extern from *:
                     ended = 1;
                     n = -1;
                 }
-            } else if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            } else if (dev_events & (EPOLLERR | EPOLLHUP)) {
                 ended = 1;  /* unmounted or aborted */
             }
             pthread_mutex_lock(&traxll_rd.lock);
+            if (dev_events) {  /* re-armed while still counted idle: the set is not closed yet */
+                ev.events = EPOLLIN | EPOLLONESHOT;
+                ev.data.fd = traxll_rd.dev;
+                if (epoll_ctl(traxll_rd.ep, EPOLL_CTL_MOD, traxll_rd.dev, &ev) != 0 && !ended) {
+                    perror("traxfs: waiting on the FUSE device");
+                    ended = 1;
+                }
+            }
             traxll_rd.idle--;
             if (traxll_rd.stopping)  /* the stopper waits for no reader to use the descriptors */
                 pthread_cond_broadcast(&traxll_rd.gone);
@@ -306,7 +332,8 @@ cdef extern from *:
     }
 
     static void traxll_close_fds(void) {
-        int *fds[] = {&traxll_rd.dev, &traxll_rd.wake_r, &traxll_rd.wake_w, &traxll_rd.stop_r, &traxll_rd.stop_w};
+        int *fds[] = {&traxll_rd.ep, &traxll_rd.dev, &traxll_rd.wake_r, &traxll_rd.wake_w, &traxll_rd.stop_r,
+                      &traxll_rd.stop_w};
         for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
             if (*fds[i] >= 0) { close(*fds[i]); *fds[i] = -1; }
     }
@@ -331,11 +358,23 @@ cdef extern from *:
         if (pipe2(stop, O_CLOEXEC) != 0)
             goto fail;
         traxll_rd.stop_r = stop[0]; traxll_rd.stop_w = stop[1];
+        if ((traxll_rd.ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+            goto fail;
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN | EPOLLONESHOT;
+        ev.data.fd = traxll_rd.dev;
+        if (epoll_ctl(traxll_rd.ep, EPOLL_CTL_ADD, traxll_rd.dev, &ev) != 0)
+            goto fail;
+        ev.events = EPOLLIN;
+        ev.data.fd = traxll_rd.stop_r;
+        if (epoll_ctl(traxll_rd.ep, EPOLL_CTL_ADD, traxll_rd.stop_r, &ev) != 0)
+            goto fail;
         pthread_mutex_lock(&traxll_rd.lock);
         traxll_rd.se = se;
         traxll_rd.gen++;
         traxll_rd.stopping = traxll_rd.done = traxll_rd.threads = traxll_rd.idle = traxll_rd.peak = 0;
-        traxll_rd.direct = traxll_rd.queued = 0;
+        traxll_rd.direct = traxll_rd.queued = traxll_rd.started = 0;
         ok = traxll_spawn();
         traxll_rd.running = ok;
         pthread_mutex_unlock(&traxll_rd.lock);
@@ -483,13 +522,14 @@ cdef extern from *:
     }
 
     static void traxll_reader_counts(unsigned long *direct, unsigned long *queued, int *running, int *threads,
-                                     int *peak) {
+                                     int *peak, unsigned long *started) {
         *direct = __atomic_load_n(&traxll_rd.direct, __ATOMIC_RELAXED);
         pthread_mutex_lock(&traxll_rd.lock);
         *queued = traxll_rd.queued;
         *running = traxll_rd.running;
         *threads = traxll_rd.threads;
         *peak = traxll_rd.peak;
+        *started = traxll_rd.started;
         pthread_mutex_unlock(&traxll_rd.lock);
     }
 
@@ -579,7 +619,9 @@ cdef extern from *:
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
-    void traxll_reader_counts(unsigned long* direct, unsigned long* queued, int* running, int* threads, int* peak)
+    void traxll_reader_counts(unsigned long* direct, unsigned long* queued, int* running, int* threads, int* peak,
+                              unsigned long* started)
+    int TRAXLL_MAX_IDLE
     double (*traxll_drain_seconds)() noexcept
     int traxll_promote()
     void traxll_fill_attr(stat* st, uint64_t ino, unsigned mode, unsigned long nlink, unsigned uid,
@@ -965,13 +1007,15 @@ def installed() -> frozenset:
 
 def reader() -> dict:
     """The session's reader threads: ``running`` (they read the device; False: pyfuse3 does, as
-    for a session without our slots), ``threads`` alive now and at most (``peak``), requests
-    they answered themselves (``direct``) and those they queued for pyfuse3 (``queued``),
-    counted since the session started."""
-    cdef unsigned long direct = 0, queued = 0
+    for a session without our slots), ``threads`` alive now and at most (``peak``), how many
+    were ever started (``started``), requests they answered themselves (``direct``) and those
+    they queued for pyfuse3 (``queued``), counted since the session started; ``max_idle``: the
+    idle readers kept (a reader that finds that many others idle ends)."""
+    cdef unsigned long direct = 0, queued = 0, started = 0
     cdef int running = 0, threads = 0, peak = 0
-    traxll_reader_counts(&direct, &queued, &running, &threads, &peak)
-    return {"running": bool(running), "threads": threads, "peak": peak, "direct": direct, "queued": queued}
+    traxll_reader_counts(&direct, &queued, &running, &threads, &peak, &started)
+    return {"running": bool(running), "threads": threads, "peak": peak, "started": started, "direct": direct,
+            "queued": queued, "max_idle": TRAXLL_MAX_IDLE}
 
 
 def sessions() -> int:

@@ -94,11 +94,12 @@ def test_hot_requests_answered_by_readers_others_queued_for_pyfuse3(served):
 
 
 def test_held_requests_each_hold_one_reader_and_the_pool_shrinks_after(served, monkeypatch):
-    """Six lseeks held in the filesystem at once (different files: the kernel serialises
-    SEEK_HOLE per inode): each holds one reader, and files are still created and read beside
-    them. Released, the readers beyond the two kept idle end."""
+    """More lseeks held in the filesystem at once than idle readers are kept (different files:
+    the kernel serialises SEEK_HOLE per inode): each holds one reader, and files are still
+    created and read beside them. Released, the readers beyond those kept idle end."""
     held = HeldSeeks(monkeypatch)
-    files = [served / f"s{i}" for i in range(6)]
+    keep = fuse_lowlevel.reader()["max_idle"]
+    files = [served / f"s{i}" for i in range(keep + 4)]
     for f in files:
         f.write_bytes(b"s" * 8192)
     with ThreadPoolExecutor(len(files)) as pool:
@@ -112,8 +113,29 @@ def test_held_requests_each_hold_one_reader_and_the_pool_shrinks_after(served, m
         assert not any(s.done() for s in seeks)
         held.release.set()
         assert [s.result(timeout=30) for s in seeks] == [8192] * len(files)
-    _wait_for(lambda: fuse_lowlevel.reader()["threads"] <= 2, lambda: f"readers left: {fuse_lowlevel.reader()}")
+    _wait_for(lambda: fuse_lowlevel.reader()["threads"] <= keep, lambda: f"readers left: {fuse_lowlevel.reader()}")
     assert fuse_lowlevel.reader()["peak"] >= len(files) + 1
+
+
+def test_serial_requests_start_no_readers(served):
+    """One caller creating, stat-ing and removing files one at a time: requests overlap only
+    with the ones they cause (an unlink and its forget, a write and its getxattr), so the
+    readers kept idle answer them all; none is started or ended per request. (With two kept
+    idle and every idle reader woken by each request, a reader was started about every third
+    request: a thread and a Python thread state each time.)"""
+    for i in range(20):  # the pool as a burst leaves it
+        (served / f"w{i}").write_bytes(b"w")
+    before = fuse_lowlevel.reader()
+    n = 300
+    for i in range(n):
+        (served / f"f{i}").write_bytes(b"x" * 1024)
+    for i in range(n):
+        os.stat(served / f"f{i}")
+    for i in range(n):
+        os.unlink(served / f"f{i}")
+    after = fuse_lowlevel.reader()
+    assert after["direct"] - before["direct"] >= n * 8, (before, after)
+    assert after["started"] - before["started"] <= 4, (before, after)
 
 
 def test_connection_aborted_under_a_held_request_ends_the_server(tmp_path, monkeypatch):

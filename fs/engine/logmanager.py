@@ -250,10 +250,13 @@ class LogManager:
             fn()
 
     def on_durable(self, lsn: int, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the log is durable up to ``lsn``: at once if it is, else from the
+        flush that makes it so. The daemon is not woken: a callback makes no flush due (the
+        commit it follows already counts toward its group, or its committer flushes it), and
+        every free registers one — a wake-up each that only found nothing due."""
         with self._lock:
             if self.durable_lsn < lsn:
                 heapq.heappush(self._callbacks, (lsn, next(self._seq), fn))
-                self._daemon_cv.notify()
                 return
         fn()
 
