@@ -206,6 +206,16 @@ cdef extern from *:
 
     static void *traxll_reader(void *arg);
 
+    /* Register (EPOLL_CTL_ADD) or re-arm (EPOLL_CTL_MOD) the device in the readers' set, one
+       shot: the next request wakes one idle reader. 0, or -1 with errno. */
+    static int traxll_arm_device(int op) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN | EPOLLONESHOT;
+        ev.data.fd = traxll_rd.dev;
+        return epoll_ctl(traxll_rd.ep, op, traxll_rd.dev, &ev);
+    }
+
     static int traxll_spawn(void) {  /* under the lock */
         pthread_t t;
         pthread_attr_t attr;
@@ -230,12 +240,11 @@ cdef extern from *:
         size_t cap = 256 * (size_t) sysconf(_SC_PAGESIZE) + 0x1000;
         char *mem = malloc(cap);
         int ended = mem == NULL;  /* the device is gone (or this thread cannot read it) */
-        struct epoll_event ev, got[2];
+        struct epoll_event got[2];
         /* one Python thread state for the thread's life: the handlers' GIL acquisitions then
            cost a lock, not a new thread state each */
         PyGILState_STATE gil = PyGILState_Ensure();
         PyThreadState *ts = PyEval_SaveThread();
-        memset(&ev, 0, sizeof ev);
         pthread_mutex_lock(&traxll_rd.lock);
         se = traxll_rd.se;
         while (!ended && gen == traxll_rd.gen && !traxll_rd.stopping && !traxll_rd.done
@@ -271,13 +280,10 @@ cdef extern from *:
                 ended = 1;  /* unmounted or aborted */
             }
             pthread_mutex_lock(&traxll_rd.lock);
-            if (dev_events) {  /* re-armed while still counted idle: the set is not closed yet */
-                ev.events = EPOLLIN | EPOLLONESHOT;
-                ev.data.fd = traxll_rd.dev;
-                if (epoll_ctl(traxll_rd.ep, EPOLL_CTL_MOD, traxll_rd.dev, &ev) != 0 && !ended) {
-                    perror("traxfs: waiting on the FUSE device");
-                    ended = 1;
-                }
+            /* re-armed while still counted idle: the set is not closed yet */
+            if (dev_events && traxll_arm_device(EPOLL_CTL_MOD) != 0 && !ended) {
+                perror("traxfs: waiting on the FUSE device");
+                ended = 1;
             }
             traxll_rd.idle--;
             if (traxll_rd.stopping)  /* the stopper waits for no reader to use the descriptors */
@@ -358,14 +364,10 @@ cdef extern from *:
         if (pipe2(stop, O_CLOEXEC) != 0)
             goto fail;
         traxll_rd.stop_r = stop[0]; traxll_rd.stop_w = stop[1];
-        if ((traxll_rd.ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        if ((traxll_rd.ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || traxll_arm_device(EPOLL_CTL_ADD) != 0)
             goto fail;
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
-        ev.events = EPOLLIN | EPOLLONESHOT;
-        ev.data.fd = traxll_rd.dev;
-        if (epoll_ctl(traxll_rd.ep, EPOLL_CTL_ADD, traxll_rd.dev, &ev) != 0)
-            goto fail;
         ev.events = EPOLLIN;
         ev.data.fd = traxll_rd.stop_r;
         if (epoll_ctl(traxll_rd.ep, EPOLL_CTL_ADD, traxll_rd.stop_r, &ev) != 0)

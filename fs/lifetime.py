@@ -108,9 +108,10 @@ class Lifetime:
         with self.inodes.transaction() as ftx:
             if node.is_reg:
                 self.data.truncate(ftx, ino, 0)
-            # only a symbolic link has target chunks (``Namespace.create`` makes any inode
-            # given a target one): the scan is skipped for the rest
-            for tree in (self.t["xattrs"], self.t["symlinks"]) if node.is_link else (self.t["xattrs"],):
+            keyed = [self.t["xattrs"]]
+            if node.is_link:  # only a symbolic link has target chunks (``Namespace.create``)
+                keyed.append(self.t["symlinks"])
+            for tree in keyed:
                 for k in list(tree.keys(*prefix_range(ino))):
                     tree.delete(ftx.tx, k)
             self.t["inodes"].delete(ftx.tx, ino_key(ino))

@@ -242,8 +242,8 @@ class LogManager:
                 if waiting:
                     waiting.pop(0)[1].release()  # the next leader; it takes everything released
                 self._followers = waiting
-            if self._pending_commits or self._callbacks:
-                self._daemon_cv.notify()  # soft commits or callbacks that came in meanwhile
+            if self._pending_commits:
+                self._daemon_cv.notify()  # soft commits that came in meanwhile (callbacks make no flush due)
         if error is not None:
             raise error
         for fn in ready:
