@@ -156,6 +156,7 @@ cdef extern from *:
         int stopping;  /* the session is being destroyed: readers end */
         int done;  /* the device ended (unmounted, aborted): pyfuse3's receive gets 0 */
         int threads, idle, peak;  /* readers alive; of them waiting for a request; most alive */
+        int dropping;  /* readers in traxll_drop_written (they use the session and the device) */
         unsigned long gen;  /* the readers' generation: a reader of an older session (still busy
                                when that session ended) only finishes and leaves */
         int dev;  /* our own descriptor of the session's /dev/fuse (dup, non-blocking) */
@@ -205,6 +206,63 @@ cdef extern from *:
     }
 
     static void *traxll_reader(void *arg);
+    static int traxll_spawn(void);
+
+    /* A write the kernel sent for an O_DIRECT descriptor (not the write-back of a cached page)? */
+    static int traxll_direct_write(const struct fuse_file_info *fi) {
+        return (fi->flags & O_DIRECT) && !fi->writepage;
+    }
+
+    /* Drop the kernel's cached pages of [off, off + len) of ``ino``: called once a direct write
+       is done and before it is answered. The kernel drops them before it sends the write, and
+       after it only for a write that finished synchronously; a buffered read in between
+       (answered, rightly, with the old bytes) would otherwise leave them cached once an
+       asynchronous write (libaio, io_uring) completes. Called without the GIL and without any
+       of the filesystem's locks: the kernel waits here for pages locked by reads in flight,
+       which pyfuse3's tasks answer, and writes back a page dirtied through mmap, which another
+       reader answers — so one is made sure to be reading first. Not done once the session
+       stops (quiesce waits for the ones under way before it closes the descriptors). */
+    static void traxll_drop_written(uint64_t ino, int64_t off, int64_t len) {
+        pthread_mutex_lock(&traxll_rd.lock);
+        struct fuse_session *se = traxll_rd.running && !traxll_rd.stopping ? traxll_rd.se : NULL;
+        if (se != NULL) {
+            traxll_rd.dropping++;
+            if (traxll_rd.idle == 0)
+                traxll_spawn();
+        }
+        pthread_mutex_unlock(&traxll_rd.lock);
+        if (se == NULL)
+            return;
+        int r = fuse_lowlevel_notify_inval_inode(se, ino, off, len);
+        if (r != 0 && r != -ENOENT && r != -ENODEV)  /* ENOENT: no page of it cached; ENODEV: unmounted */
+            fprintf(stderr, "traxfs: dropping the cached pages of inode %llu after a direct write: %s\\n",
+                    (unsigned long long) ino, strerror(-r));
+        pthread_mutex_lock(&traxll_rd.lock);
+        traxll_rd.dropping--;
+        pthread_cond_broadcast(&traxll_rd.gone);
+        pthread_mutex_unlock(&traxll_rd.lock);
+    }
+
+    /* Answer EIO every request queued for pyfuse3 that it will never take (its loop has ended):
+       under the lock, the device still open. A read the kernel holds a page locked for would
+       otherwise wait for the connection to end, and a reader dropping that page with it. */
+    static void traxll_answer_queued(void) {
+        while (traxll_rd.head != NULL) {
+            struct traxll_queued *q = traxll_rd.head;
+            traxll_rd.head = q->next;
+            uint32_t opcode;
+            struct { uint32_t len; int32_t error; uint64_t unique; } out = {16, -EIO, 0};
+            memcpy(&opcode, (char *) q->mem + 4, sizeof opcode);
+            memcpy(&out.unique, (char *) q->mem + 8, sizeof out.unique);
+            if (opcode != 2 && opcode != 42 && opcode != 36) {  /* FORGET, BATCH_FORGET, INTERRUPT: no answer */
+                ssize_t r = write(traxll_rd.dev, &out, sizeof out);
+                (void) r;  /* ENOENT: the caller was interrupted; ENODEV: the connection ended */
+            }
+            free(q->mem);
+            free(q);
+        }
+        traxll_rd.tail = NULL;
+    }
 
     /* Register (EPOLL_CTL_ADD) or re-arm (EPOLL_CTL_MOD) the device in the readers' set, one
        shot: the next request wakes one idle reader. 0, or -1 with errno. */
@@ -376,6 +434,7 @@ cdef extern from *:
         traxll_rd.se = se;
         traxll_rd.gen++;
         traxll_rd.stopping = traxll_rd.done = traxll_rd.threads = traxll_rd.idle = traxll_rd.peak = 0;
+        traxll_rd.dropping = 0;
         traxll_rd.direct = traxll_rd.queued = traxll_rd.started = 0;
         ok = traxll_spawn();
         traxll_rd.running = ok;
@@ -409,6 +468,10 @@ cdef extern from *:
                     closed = 0;
                     break;
                 }
+            traxll_answer_queued();
+            while (closed && traxll_rd.dropping > 0)
+                if (pthread_cond_timedwait(&traxll_rd.gone, &traxll_rd.lock, &until) == ETIMEDOUT)
+                    closed = 0;
             if (closed)
                 traxll_close_fds();
         }
@@ -422,8 +485,9 @@ cdef extern from *:
     /* End the readers, each after the request it is answering (GIL released meanwhile). A
        reader still busy after ``wait`` seconds is left to finish alone: its request is answered
        EIO by the drain, and it touches neither the session nor the counts again (it belongs to
-       an older generation once another session starts). */
-    static void traxll_stop_readers(double wait) {
+       an older generation once another session starts). Returns how many of those are still
+       dropping cached pages through the session (it must not be freed under them). */
+    static int traxll_stop_readers(double wait) {
         traxll_quiesce(wait);
         PyThreadState *ts = PyGILState_Check() ? PyEval_SaveThread() : NULL;
         struct timespec until;
@@ -440,18 +504,14 @@ cdef extern from *:
             }
         traxll_rd.running = 0;
         traxll_rd.se = NULL;
-        while (traxll_rd.head != NULL) {  /* requests pyfuse3 never took: the session ends */
-            struct traxll_queued *q = traxll_rd.head;
-            traxll_rd.head = q->next;
-            free(q->mem);
-            free(q);
-        }
-        traxll_rd.tail = NULL;
+        traxll_answer_queued();  /* queued by a reader quiesce gave up waiting for */
+        int dropping = traxll_rd.dropping;
         pthread_mutex_unlock(&traxll_rd.lock);
         if (left)
             fprintf(stderr, "traxfs: %d FUSE reader thread(s) still busy at unmount: left to finish\\n", left);
         if (ts != NULL)
             PyEval_RestoreThread(ts);
+        return dropping;
     }
 
     __attribute__((visibility("default")))
@@ -516,8 +576,12 @@ cdef extern from *:
         static traxll_destroy_fn real;
         if (real == NULL && (real = (traxll_destroy_fn) traxll_real("fuse_session_destroy")) == NULL)
             return;
-        if (traxll_rd.running && se == traxll_rd.se)
-            traxll_stop_readers(traxll_drain_seconds());
+        if (traxll_rd.running && se == traxll_rd.se && traxll_stop_readers(traxll_drain_seconds()) > 0) {
+            fprintf(stderr, "traxfs: a FUSE reader still drops cached pages at unmount: the session is left\\n");
+            if (traxll_before_destroy != NULL)
+                traxll_before_destroy();
+            return;
+        }
         if (traxll_before_destroy != NULL)
             traxll_before_destroy();
         real(se);
@@ -630,6 +694,8 @@ cdef extern from *:
                           unsigned gid, uint64_t rdev, int64_t size, int64_t blocks, int64_t atime_ns,
                           int64_t mtime_ns, int64_t ctime_ns)
     void traxll_set_open(fuse_file_info* fi, uint64_t fh, int direct_io, int keep_cache, int nonseekable)
+    int traxll_direct_write(const fuse_file_info* fi)
+    void traxll_drop_written(uint64_t ino, int64_t off, int64_t len) nogil
     const fuse_ctx* fuse_req_ctx(fuse_req_t req)
     int fuse_reply_err(fuse_req_t req, int err) nogil
     void fuse_reply_none(fuse_req_t req) nogil
@@ -683,6 +749,8 @@ cdef class _Request:
     cdef bint pending  # in _pending until answered
     cdef fuse_file_info fi  # create: the kernel's open flags, filled with the handle
     cdef size_t size  # getxattr: the caller's buffer (0: it asks for the size)
+    cdef fuse_ino_t ino  # write: the file and where (its cached pages dropped after a direct one)
+    cdef off_t off
 
     cdef bint _claim(self):
         """Take the right to answer (the GIL makes check-and-set atomic)."""
@@ -709,6 +777,9 @@ cdef class _Request:
         cdef str op = self.op
         if op == "write":
             n = result
+            if n > 0 and traxll_direct_write(&self.fi) and not self.answered:
+                with nogil:
+                    traxll_drop_written(self.ino, self.off, n)
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
         elif op in ("flush", "release", "fsync", "unlink", "fallocate"):
@@ -759,13 +830,14 @@ cdef class _Request:
         self.reply_err(err)
 
 
-cdef void _dispatch(fuse_req_t req, str op, tuple args, fuse_file_info* fi=NULL, size_t size=0) noexcept:
+cdef void _dispatch(fuse_req_t req, str op, tuple args, fuse_file_info* fi=NULL, size_t size=0,
+                    fuse_ino_t ino=0, off_t off=0) noexcept:
     """On the reader thread that read the request, GIL held: run the filesystem call and answer
     the kernel (the call may wait for the device or the log: other readers go on meanwhile)."""
     cdef _Request r = None
     try:
         r = _Request.__new__(_Request)
-        r.req, r.op, r.size = req, op, size
+        r.req, r.op, r.size, r.ino, r.off = req, op, size, ino, off
         if fi != NULL:
             r.fi = fi[0]
         calls[op] += 1
@@ -856,7 +928,7 @@ cdef void _ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size
     except BaseException:  # noqa: BLE001
         fuse_reply_err(req, _errno.EIO)
         return
-    _dispatch(req, "write", args)
+    _dispatch(req, "write", args, fi, 0, ino, off)
 
 
 cdef void _ll_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:

@@ -24,7 +24,9 @@ Kernel caches (what we chose and why):
   file goes through this one mount, so the kernel's cached pages are always current; ``mmap``
   works (fsx, Spark's memory-mapped reads) and re-reads cost no FUSE round trip. Writes are
   write-through (no writeback cache): a ``write`` returns once the data is on the volume (the
-  host page cache of the image files) and its records are in the engine's log buffer.
+  host page cache of the image files) and its records are in the engine's log buffer. The one
+  hole is an asynchronous ``O_DIRECT`` write (libaio, io_uring), after which the kernel does not
+  drop the range's cached pages again: ``fuse_lowlevel`` drops them before it answers the write.
 * **attribute and entry timeouts of 1 s**: the kernel revalidates names and attributes at most
   once a second; all changes come through the kernel, which updates its own copy as it makes
   them, so the cache is never stale for users of this mount. An inode whose attributes change by
