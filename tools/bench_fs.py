@@ -20,7 +20,8 @@ Jobs (issue 17's; fio ``ioengine=psync``, ``direct=0``, ``fallocate=none``): 1 M
 write of ``--size`` then fsync (MB/s); 1 MiB sequential read of it after the page caches are
 dropped (MB/s); 4 KiB random read of it, cold, and 4 KiB random write with an fsync every 32
 writes (IOPS, ``--runtime`` seconds each); eight writers of 4 KiB random writes to 16 MiB files,
-fsync after each (IOPS); and from Python, ``--files`` files: create with 1 KiB written, stat warm
+fsync after each (IOPS); 4 KiB random ``O_DIRECT`` writes through libaio, 16 in flight
+(IOPS: the price of dropping each one's range from the page cache); and from Python, ``--files`` files: create with 1 KiB written, stat warm
 (a second pass), unlink (per second). ``--rounds`` rounds run interleaved (each job on every
 target back to back, the order rotated per round) and the medians are shown with each ratio to
 ``direct``; the load average before and after is printed, since the machine is shared.
@@ -59,6 +60,10 @@ FIO_JOBS = {  # issue 17's jobs: name -> (fio arguments, unit reported)
                               "iops"),
     "fsync_8x4K": (["--rw=randwrite", "--bs=4k", "--fsync=1", "--numjobs=8", "--time_based",
                     "--group_reporting", "--size=16M", "--filename_format=$jobname.$jobnum"], "iops"),
+    # O_DIRECT writes submitted asynchronously (the later --ioengine/--direct win): each is followed
+    # by a drop of its range from the kernel's page cache (fuse_lowlevel), which this prices
+    "direct_write_4K_aio16": (["--rw=randwrite", "--bs=4k", "--ioengine=libaio", "--direct=1", "--iodepth=16",
+                               "--time_based", "--filename=data"], "iops"),
 }
 META_JOBS = {"create_1K": "create_per_s", "stat_warm": "stat_per_s", "unlink": "unlink_per_s"}
 COLD = ("seq_read_1M", "rand_read_4K")  # page caches dropped first
