@@ -50,6 +50,7 @@ import struct
 import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from .datasums import ZEROS, DataSums, Sum, page_sums
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
 MAX_EXTENT_PAGES = 8192  # 32 MiB per extent record
 PREALLOC_PAGES = 256  # at most 1 MiB allocated past the end of a growing file
+MAPS_CACHED = 32768  # files whose extent maps are kept in memory (a small file's: ~300 bytes)
 DEAD = struct.Struct(">IQ")  # a dead-list value (key: death epoch, first device page): count, birth
 
 
@@ -186,11 +188,19 @@ class DataMap:
         """The cached map of ``ino``: extent starts, extents, and the pages they hold."""
         cached = self._maps.get(ino)
         if cached is None:
-            if len(self._maps) > 4096:
-                self._maps.clear()
+            if len(self._maps) >= MAPS_CACHED:
+                self._evict_maps()
             entries = self.all_extents(ino)
             cached = self._maps[ino] = ([lp for lp, _, _ in entries], entries, sum(n for _, _, n in entries))
         return cached
+
+    def _evict_maps(self) -> None:
+        """Drop the oldest eighth of the cached maps (the dict keeps insertion order). Dropping
+        them all, as this once did, made every file of a directory walked in turn — stat, unlink
+        — load its map from the tree again once the cache filled."""
+        maps = self._maps
+        for ino in list(islice(maps, MAPS_CACHED // 8)):  # one C call: no other thread runs in it
+            maps.pop(ino, None)
 
     def forget(self, ino: int) -> None:
         """Drop the cached map of ``ino`` (its extents changed, or a change was rolled back)."""
