@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from .datamarks import DataMarks
 from .datasums import ZEROS, DataSums, Sum, page_sums
 from .engine.engine import Engine
 from .engine.page import PAGE_SIZE
@@ -108,8 +109,10 @@ def dead_runs(dead: BTree) -> list[tuple[int, int, int, int]]:
 
 
 class DataMap:
-    def __init__(self, engine: Engine, extents: BTree, sums: DataSums, chain: Chain, dead: BTree):
+    def __init__(self, engine: Engine, extents: BTree, sums: DataSums, chain: Chain, dead: BTree,
+                 marks: DataMarks):
         self.e = engine
+        self.marks = marks  # groups of pages whose overwrites need no log force each
         self.chain = chain
         self.dead = dead
         self.raw = engine.raw

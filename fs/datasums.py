@@ -25,15 +25,17 @@ so each kind of write is ordered so that any crash leaves a sum that matches wha
   old sum stays true while the data lands; the new sum is ``crc32c(new bytes, old crc)`` —
   no read, no wait;
 * *overwriting summed bytes* in place: whichever of (old data, new data) survives a crash, the
-  durable sum must accept it. So the page's entry first becomes *pending*: ``(new crc, new
-  length)`` with the old sum kept as the alternative, and that record is made **durable before
-  the data is written** (one log force per overwrite request; concurrent writers share it).
-  Then the data is written, and the entry collapses to the new sum softly, with the inode's
-  next log record (ordered mode puts the data on disk first). A read accepts either sum while
-  a page is pending. The mount after an unclean stop resolves every pending page: the content
-  matches the new sum or the old one, and if neither (a write torn by power loss that was
-  never fsynced) the sum is recomputed from what is there, counted and logged — ext4's
-  semantics for torn unsynced data: old or new bytes per sector, never an I/O error.
+  durable state must accept it. So the page's entry first becomes *pending*: ``(new crc, new
+  length)`` with the old sum kept as the alternative (what a read accepts meanwhile), and the
+  page's group is **durably marked before the data is written** (``fs/datamarks.py``: the first
+  overwrite in a group of :data:`GROUP` pages forces the log once; later ones record their
+  intents softly). Then the data is written, and the entry collapses to the new sum softly,
+  with the inode's next log record (ordered mode puts the data on disk first). The mount after
+  an unclean stop resolves every pending page and every page of a marked group: the content
+  matches the new sum or the old one, and if neither (a write torn by power loss, or an
+  overwrite whose intent the crash lost, never fsynced) the sum is recomputed from what is
+  there, counted — ext4's semantics for unsynced data: old or new bytes per sector, never an
+  I/O error.
 
 **Deferred sums.** Writes into allocated space log nothing at write time (the size and times
 wait in the cached inode); their sums wait too, in memory, and are logged just before the
@@ -245,11 +247,6 @@ class DataSums:
                 self._deferred[page] = (ino, s)
                 pages.add(page)
 
-    def any_deferred(self, pages) -> bool:
-        """Does any of ``pages`` have a sum not yet logged (its bytes possibly not yet flushed)?"""
-        with self._lock:
-            return any(p in self._deferred for p in pages)
-
     def log_deferred(self, ftx: FsTransaction, ino: int) -> None:
         """Log ``ino``'s deferred sums in ``ftx`` (just before its inode record: a size never
         becomes durable without the sums of the bytes below it)."""
@@ -410,16 +407,25 @@ class DataSums:
             if s is None or not s.pending:  # (cannot happen: the two trees change together)
                 updates[page] = s
                 continue
-            updates[page] = self._settle(page, s)
+            updates[page] = self.settle_page(page, s)
         self._put(tx, updates)
         self.stats["pending_resolved"] += len(updates)
         return len(updates)
 
-    def _settle(self, page: int, s: Sum) -> Sum:
+    def put_settled(self, tx, updates: dict[int, Sum]) -> None:
+        """Log settled sums (recovery: ``DataMarks.settle``)."""
+        self._put(tx, updates)
+
+    def settle_page(self, page: int, s: Sum, marked: bool = False) -> Sum:
+        """After a crash: the settled sum of device page ``page``, logged as ``s`` — the sum
+        (new, then old while pending) a copy matches, else one recomputed from the first copy;
+        on a mirror every leg gets the chosen copy. ``marked``: the page's group is marked for
+        overwrites (``DataMarks``), so a mismatch is any unflushed overwrite since the mark,
+        not only a torn one."""
         pos = page * PAGE_SIZE
         copies = self.raw.copies(pos, PAGE_SIZE)
         chosen = None
-        for want in (Sum(s.crc, s.length), Sum(s.alt_crc, s.alt_length)):
+        for want in (Sum(s.crc, s.length), Sum(s.alt_crc, s.alt_length))[: 2 if s.pending else 1]:
             chosen = next(((want, d) for _, d in copies if want.matching(d)), None)
             if chosen is not None:
                 break
@@ -427,9 +433,12 @@ class DataSums:
             data = copies[0][1]
             length = max(s.length, s.alt_length)
             chosen = (Sum(_crc(data[:length]), length), data)
-            self.stats["torn_recomputed"] += 1
-            log.warning("device page %d: an overwrite torn by the crash left neither the old nor the new "
-                        "bytes; its checksum is recomputed from what is on disk", page)
+            if marked:
+                self.stats["unlogged_recomputed"] += 1
+            else:
+                self.stats["torn_recomputed"] += 1
+                log.warning("device page %d: an overwrite torn by the crash left neither the old nor the new "
+                            "bytes; its checksum is recomputed from what is on disk", page)
         if len(copies) > 1:
             for leg, data in copies:
                 if data != chosen[1]:

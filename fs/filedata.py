@@ -139,22 +139,24 @@ class FileData:
 
     def _write_plan(self, plan: WritePlan) -> None:
         """Write planned data (``DataMap.plan``). Overwrites of checksummed bytes first log
-        their intents and wait until those are durable — one log force, shared with concurrent
-        committers, and no device flush (intents describe no data): a crash then finds a sum
-        for the old bytes and one for the new. The caller then logs the plan's sums (with the
-        transaction that publishes the write, or deferred to the inode's next record)."""
+        their intents (new sum, old kept as the alternative: what a read accepts meanwhile) and
+        make sure their groups of pages are marked (``DataMarks``) durably before the bytes are
+        written: a crash then finds the page pending or in a marked group, and the next mount
+        settles it to what is on disk. Only the first overwrite in a group waits for the log
+        (one force, shared with concurrent committers, no device flush: marks and intents
+        describe no data); the others record their intents softly. The caller then logs the
+        plan's sums (with the transaction that publishes the write, or deferred to the inode's
+        next record)."""
         intents = plan.intents
         if intents:
-            if self.data.sums.any_deferred(intents):
-                # an intent keeps the page's current sum as the alternative, so the bytes that sum
-                # describes must be on disk first (a page rewritten again before its last write
-                # was flushed); otherwise a crash could leave older bytes that match neither
-                self.data.flush_data()
+            marks = self.data.marks
             with self.inodes.lock:
                 with self.inodes.transaction() as ftx:
                     ftx.data_independent = True
                     self.data.sums.record(ftx, intents)
-            self.e.make_durable(ftx.durability.lsn)
+                    marks.cover(ftx, intents)
+                need = marks.durable_at(intents)
+            self.e.make_durable(need)
         self.data.write_plan(plan)
 
     def truncate(self, ino: int, size: int) -> None:

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from . import lifecycle
 from .attributes import Attributes
 from .datamap import DataMap
+from .datamarks import DataMarks
 from .datasums import DataSums
 from .engine import nowait
 from .engine.engine import Engine
@@ -101,8 +102,9 @@ class FileSystem:
                                                trees["hist_epochs"]) for name in VERSIONED}}
         self.t = trees
         self.sb = sb
-        self.data = DataMap(engine, trees["extents"], DataSums(engine, trees["datasums"], trees["datapending"]),
-                            self.chain, trees["dead"])
+        sums = DataSums(engine, trees["datasums"], trees["datapending"])
+        self.data = DataMap(engine, trees["extents"], sums, self.chain, trees["dead"],
+                            DataMarks(sums, trees["datamarked"]))
         ilocks = InodeLocks()
         self.inodes = Inodes(engine, trees, self.data)
         self.snapshots = SnapshotStore(self.inodes, self.chain)

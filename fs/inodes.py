@@ -188,17 +188,21 @@ class Inodes:
         return ino
 
     # ----- the flusher --------------------------------------------------------------------------
-    def flush(self) -> int:
+    def flush(self, unmark_all: bool = False) -> int:
         """Log the inodes whose size and times changed in memory only (writes into allocated
-        space), in one transaction: after the data they describe, so ordered mode holds."""
+        space), in one transaction: after the data they describe, so ordered mode holds. The
+        groups of data pages marked for overwrites that have gone idle are unmarked in it
+        (``unmark_all``: every one, at a clean unmount). Returns the inodes logged."""
         with self.lock:
-            if not self._dirty or self.closed:
+            marks = self.data.marks
+            if self.closed or not self._dirty and not marks.marked():
                 return 0
             inos = sorted(self._dirty)
             with self.transaction() as ftx:
                 for ino in inos:
                     if ino in self._cache and self.exists(ino):
                         self.put(ftx, self._cache[ino])
+                marks.expire(ftx, everything=unmark_all)
             self._dirty.difference_update(inos)
             return len(inos)
 

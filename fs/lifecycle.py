@@ -134,9 +134,11 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
 
 
 def resolve_pending(inodes: Inodes) -> int:
-    """At open: settle the checksums of overwrites a crash interrupted (``DataSums``)."""
+    """At open: settle the checksums of overwrites a crash interrupted (``DataSums``: pending
+    pages; ``DataMarks``: every page of a group marked for overwrites)."""
     with inodes.lock, inodes.transaction() as ftx:
-        return inodes.data.sums.resolve_pending(ftx.tx)
+        # the marked groups first: their pending pages are settled with them
+        return inodes.data.marks.settle(ftx.tx) + inodes.data.sums.resolve_pending(ftx.tx)
 
 
 def close(inodes: Inodes, lifetime: Lifetime) -> None:
@@ -146,7 +148,7 @@ def close(inodes: Inodes, lifetime: Lifetime) -> None:
         return
     for ino in list(inodes.data.preallocated):
         lifetime.give_back(ino)
-    inodes.flush()
+    inodes.flush(unmark_all=True)
     with inodes.lock:
         inodes.close()
         inodes.data.flush_data()

@@ -94,3 +94,5 @@ class Repair:
                 data.sums.tree = tree
             elif name == "datapending":
                 data.sums.pending_tree = tree
+            elif name == "datamarked":
+                data.marks.tree = tree

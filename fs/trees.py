@@ -19,7 +19,9 @@ formats are upgraded when opened for use the same way (the trees added empty, ep
 B+trees keep no entry count in their headers (B+tree format 2, ``fs/struct/btree_node.py``: the
 count cost a logged header update per put and delete); each tree's header changes to format 2
 at its first change. Nothing else differs, but a traxfs that reads only 3 would maintain the
-count again and fsck would find it wrong, so 4 is refused there.
+count again and fsck would find it wrong, so 4 is refused there. 5 adds the ``datamarked`` tree
+(groups of data pages whose overwrites need no log force each: ``fs/datasums.py``); a traxfs
+that reads only 4 would not settle them after a crash, so 5 is refused there.
 """
 
 from __future__ import annotations
@@ -35,14 +37,16 @@ from .keys import U64
 from .struct.btree import BTree
 
 MAGIC = b"TRAXFSSB"
-VERSION = 4
-READABLE = (1, 2, 3, 4)  # older versions are upgraded on open
-FORMAT_ADDED = {2: "data checksums", 3: "snapshots", 4: "B+trees without entry counts"}  # for the upgrade's log line
+VERSION = 5
+READABLE = (1, 2, 3, 4, 5)  # older versions are upgraded on open
+FORMAT_ADDED = {2: "data checksums", 3: "snapshots", 4: "B+trees without entry counts",
+                5: "overwrites forced to the log once per group of pages"}  # for the upgrade's log line
 _SUPER = struct.Struct("<8sH16sq32s")
 TREES = ("meta", "inodes", "dirents", "cookies", "extents", "xattrs", "symlinks", "orphans", "datasums",
-         "datapending", "snapshots", "hist", "hist_epochs", "dead")
+         "datapending", "snapshots", "hist", "hist_epochs", "dead", "datamarked")
 ADDED_IN_2 = ("datasums", "datapending")
 ADDED_IN_3 = ("snapshots", "hist", "hist_epochs", "dead")
+ADDED_IN_5 = ("datamarked",)
 KEY_SUPER = b"super"
 KEY_NEXT_INO = b"next_ino"
 KEY_EPOCH = b"epoch"  # the current epoch (fs/history.py)
@@ -113,22 +117,25 @@ def open_trees(engine, where: str, checking: bool = False) -> tuple[dict[str, BT
             return trees, None
         raise NotTraxfs(f"{where}: the filesystem superblock record is missing (damaged)")
     sb = FsSuper.unpack(raw, where)
-    if sb.version < 3:
-        missing = [name for name in missing if name not in ADDED_IN_3 and (sb.version > 1 or name not in ADDED_IN_2)]
+    missing = [name for name in missing if not (sb.version < 5 and name in ADDED_IN_5
+                                                or sb.version < 3 and name in ADDED_IN_3
+                                                or sb.version < 2 and name in ADDED_IN_2)]
     if missing:
         raise NotTraxfs(f"{where}: filesystem trees missing from the catalog: {', '.join(missing)} (damaged)")
     return trees, sb
 
 
 def upgrade(engine, trees: dict[str, BTree], sb: FsSuper) -> tuple[dict[str, BTree], FsSuper]:
-    """Bring an older filesystem to the current version (one durable transaction). From 1 or
-    2: the trees of the later versions are added, empty, and the epoch starts at 1; from 3 only
-    the record changes (the B+tree headers change at their first write)."""
+    """Bring an older filesystem to the current version (one durable transaction): the trees
+    of the later versions are added, empty; from 1 or 2 the epoch starts at 1 (the B+tree
+    headers of 3 change at their first write)."""
     tx = engine.begin()
+    added = ((ADDED_IN_2 if sb.version < 2 else ()) + (ADDED_IN_3 if sb.version < 3 else ())
+             + (ADDED_IN_5 if sb.version < 5 else ()))
+    for name in added:
+        if name not in trees:
+            trees[name] = BTree.create(engine, tx, f"fs.{name}")
     if sb.version < 3:
-        for name in (ADDED_IN_2 if sb.version == 1 else ()) + ADDED_IN_3:
-            if name not in trees:
-                trees[name] = BTree.create(engine, tx, f"fs.{name}")
         trees["meta"].put(tx, KEY_EPOCH, U64.pack(1))
     sb = FsSuper(sb.uuid, sb.created_ns, sb.label, VERSION)
     trees["meta"].put(tx, KEY_SUPER, sb.pack())

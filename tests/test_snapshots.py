@@ -27,7 +27,7 @@ from traxfs.fs.fsck import fsck
 from traxfs.fs.keys import EXTENT, U64, extent_key, unpack_extent
 from traxfs.fs.limits import ROOT_INO
 from traxfs.fs.subtrees.protocol import subtree_ino
-from traxfs.fs.trees import ADDED_IN_3, KEY_EPOCH, KEY_SUPER, VERSION, FsSuper
+from traxfs.fs.trees import ADDED_IN_3, ADDED_IN_5, KEY_EPOCH, KEY_SUPER, VERSION, FsSuper
 from traxfs.volume.device import ImageFileDevice
 
 TOP = subtree_ino(2, 1)  # /.snapshots
@@ -281,7 +281,7 @@ def test_a_format_2_filesystem_is_upgraded_on_open(tmp_path):
         for k, v in list(fs.t["extents"].items()):
             phys, count, _ = unpack_extent(v)
             fs.t["extents"].tree.put(ftx.tx, k, EXTENT.pack(phys, count))
-        for name in ADDED_IN_3:
+        for name in ADDED_IN_3 + ADDED_IN_5:
             fs.t[name].drop(ftx.tx, f"fs.{name}")
         fs.t["meta"].delete(ftx.tx, KEY_EPOCH)
         sb = fs.sb
@@ -289,7 +289,7 @@ def test_a_format_2_filesystem_is_upgraded_on_open(tmp_path):
     fs.close()
     fs = FileSystem.open(fs.e.dev)
     try:
-        assert fs.sb.version == VERSION == 4
+        assert fs.sb.version == VERSION == 5
         assert len(fs.t["extents"].get(extent_key(ino, 0))) == EXTENT.size  # old values read as birth 0
         assert read_all(fs, ino) == data
         fs.mkdir(TOP, b"s", 0o755, 0, 0)

@@ -1,0 +1,110 @@
+"""Groups of data pages marked for overwrites (``fs/datamarks.py``, format 5): the first
+overwrite in a group forces the log once, the next ones none; a crash that loses their intents
+leaves pages whose bytes match no logged sum, and the next open settles them to what is on
+disk — no read fails, fsck is clean; marks go when idle, beyond the bound, and at unmount."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import MiB
+
+from traxfs.fs import datamarks
+from traxfs.fs.datasums import GROUP
+from traxfs.fs.engine.page import PAGE_SIZE
+from traxfs.fs.filesystem import ROOT_INO, FileSystem
+from traxfs.fs.fsck import fsck
+from traxfs.volume.device import ImageFileDevice
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def dev(tmp_path):
+    d = ImageFileDevice(str(tmp_path / "marks.img"), 64 * MiB, create=True)
+    FileSystem.mkfs(d, log_size=16 * MiB)
+    yield d
+    d.close()
+
+
+def _file(fs: FileSystem, pages: int, seed: int = 1) -> tuple[int, bytearray]:
+    data = bytearray(random.Random(seed).randbytes(pages * PAGE_SIZE))
+    ino = fs.create(ROOT_INO, b"f", 0o644, 0, 0).ino
+    fs.write(ino, 0, bytes(data))
+    fs.fsync()
+    return ino, data
+
+
+def _overwrite(fs: FileSystem, ino: int, data: bytearray, page: int, fill: int) -> None:
+    chunk = bytes([fill]) * 1000  # part of a page: its summed bytes change (an overwrite)
+    fs.write(ino, page * PAGE_SIZE + 100, chunk)
+    data[page * PAGE_SIZE + 100 : page * PAGE_SIZE + 1100] = chunk
+
+
+def test_only_the_first_overwrite_in_a_group_forces_the_log(dev):
+    fs = FileSystem.open(dev)
+    try:
+        ino, data = _file(fs, 40)
+        log = fs.e.log.stats
+        _overwrite(fs, ino, data, 3, 0xA1)
+        assert fs.status()["data"]["groups_marked"] == 1
+        flushes = log["flushes"]
+        for k in range(20):
+            _overwrite(fs, ino, data, (7 * k) % 40, k)
+        assert log["flushes"] == flushes  # twenty overwrites, no log write
+        assert fs.status()["data"]["groups_marked"] == 1
+        assert fs.read(ino, 0, len(data)) == data
+    finally:
+        fs.close()
+
+
+def test_a_crash_that_loses_the_intents_leaves_what_is_on_disk_readable(dev):
+    fs = FileSystem.open(dev)
+    ino, data = _file(fs, 40)
+    before = bytes(data)
+    _overwrite(fs, ino, data, 1, 0xB1)  # marks the group (forced)
+    for page, fill in ((5, 0xB5), (9, 0xB9), (30, 0xBE)):  # their intents only in the log buffer
+        _overwrite(fs, ino, data, page, fill)
+    fs.crash()  # the log buffer is lost; the bytes are in the image (written in place)
+    fs = FileSystem.open(dev)
+    try:
+        got = fs.read(ino, 0, len(data))  # raises EIO if a page matched no sum
+        assert got == data  # every overwrite landed (an image file keeps what was written)
+        assert got != before
+        stats = fs.status()["data"]
+        assert stats["marks_settled"] == 1 and stats["unlogged_recomputed"] >= 3
+        assert len(list(fs.t["datamarked"].items())) == 0
+        assert not fsck(fs).problems
+    finally:
+        fs.close()
+
+
+def test_marks_go_when_idle_beyond_the_bound_and_at_unmount(dev, monkeypatch):
+    fs = FileSystem.open(dev)
+    try:
+        ino, data = _file(fs, 5 * GROUP // 2 + 10)  # pages in three groups (device pages: about that)
+        groups = sorted({p // GROUP for p in range(0, len(data) // PAGE_SIZE, 17)})
+        for page in range(0, len(data) // PAGE_SIZE, 17):
+            _overwrite(fs, ino, data, page, page % 251)
+        marks = fs.data.marks
+        assert marks.marked() >= 2 and len(groups) >= 2
+        monkeypatch.setattr(datamarks, "LOOK_EVERY", 0.0)
+        monkeypatch.setattr(datamarks, "MAX_MARKS", 1)
+        fs.inodes.flush()
+        assert marks.marked() == 1  # the oldest went
+        monkeypatch.setattr(datamarks, "MARK_IDLE", 0.0)
+        fs.inodes.flush()
+        assert marks.marked() == 0 and len(list(fs.t["datamarked"].items())) == 0
+        monkeypatch.undo()
+        _overwrite(fs, ino, data, 2, 0xC2)
+        assert marks.marked() == 1
+    finally:
+        fs.close()
+    fs = FileSystem.open(dev)  # a clean unmount left no mark: nothing to settle
+    try:
+        assert len(list(fs.t["datamarked"].items())) == 0
+        assert fs.status()["data"]["marks_settled"] == 0
+        assert fs.read(ino, 0, len(data)) == data
+    finally:
+        fs.close()
