@@ -74,7 +74,8 @@ DEAD = struct.Struct(">IQ")  # a dead-list value (key: death epoch, first device
 class WritePlan:
     """A write worked out page by page (:meth:`DataMap.plan`): the raw writes (runs of adjacent
     bytes, as ``(buffer, start, stop)`` slices, at page-area offsets: ``engine.raw``), the sums
-    the pages get once written, and the overwrite intents that must be durable before."""
+    the pages get once written, and the overwrite intents (logged, or held in memory in a group
+    marked for overwrites, before the bytes are written: ``FileData._write_plan``)."""
 
     ino: int
     runs: list[list] = field(default_factory=list)  # [page-area offset, end, parts]

@@ -77,6 +77,17 @@ class DataMarks:
             ftx.tx.post_commit.append(lambda handle: self._committed(fresh, handle.lsn))
             ftx.tx.on_abort.append(lambda _tx: self._forget(fresh))
 
+    def covers(self, pages) -> bool:
+        """Are the groups of ``pages`` all marked (by a committed transaction)? Counts as their
+        use (the idle clock starts again)."""
+        groups = {p // GROUP for p in pages}
+        if not all(g in self._marks for g in groups):
+            return False
+        now = time.monotonic()
+        for g in groups:
+            self._marks[g][1] = now
+        return True
+
     def _committed(self, groups: list[int], lsn: int) -> None:
         for g in groups:
             self._marks[g][0] = lsn
@@ -105,11 +116,15 @@ class DataMarks:
             return 0
         else:
             self._looked = now
-            gone = [g for g, m in self._marks.items() if now - m[1] >= MARK_IDLE]
+            # a group holding a sum not yet logged (an intent kept in memory, the sum of its
+            # write) stays marked: an unmark logged before that sum would leave its page with
+            # an old sum and new bytes after a crash
+            held = self.sums.deferred_groups()
+            idle = sorted((m[1], g) for g, m in self._marks.items() if g not in held)
+            gone = [g for t, g in idle if now - t >= MARK_IDLE]
             over = len(self._marks) - len(gone) - MAX_MARKS
             if over > 0:
-                busy = sorted((m[1], g) for g, m in self._marks.items() if now - m[1] < MARK_IDLE)
-                gone += [g for _, g in busy[:over]]
+                gone += [g for t, g in idle if now - t < MARK_IDLE][:over]
         for g in gone:
             self.tree.delete(ftx.tx, U64.pack(g))
             del self._marks[g]

@@ -238,7 +238,9 @@ class DataSums:
         ftx.tx.post_commit.append(lambda _handle: self._drop(updates))
 
     def defer(self, ino: int, updates: dict[int, Sum]) -> None:
-        """Sums of data now on the device, to be logged with the inode (:meth:`log_deferred`)."""
+        """Sums of data now on the device — or intents of overwrites in a group marked for them
+        (``DataMarks``: pending, the bytes about to be written) — to be logged with the inode
+        (:meth:`log_deferred`)."""
         if not updates:
             return
         with self._lock:
@@ -246,6 +248,11 @@ class DataSums:
             for page, s in updates.items():
                 self._deferred[page] = (ino, s)
                 pages.add(page)
+
+    def deferred_groups(self) -> set[int]:
+        """The groups holding a sum not yet logged."""
+        with self._lock:
+            return {p // GROUP for p in self._deferred}
 
     def log_deferred(self, ftx: FsTransaction, ino: int) -> None:
         """Log ``ino``'s deferred sums in ``ftx`` (just before its inode record: a size never

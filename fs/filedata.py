@@ -142,19 +142,23 @@ class FileData:
         their intents (new sum, old kept as the alternative: what a read accepts meanwhile) and
         make sure their groups of pages are marked (``DataMarks``) durably before the bytes are
         written: a crash then finds the page pending or in a marked group, and the next mount
-        settles it to what is on disk. Only the first overwrite in a group waits for the log
-        (one force, shared with concurrent committers, no device flush: marks and intents
-        describe no data); the others record their intents softly. The caller then logs the
-        plan's sums (with the transaction that publishes the write, or deferred to the inode's
-        next record)."""
+        settles it to what is on disk. Only an overwrite that marks a group logs its intents
+        and waits for the log (one force, shared with concurrent committers, no device flush:
+        marks and intents describe no data); in a group marked already the intents stay in
+        memory (deferred, as the sums of writes into allocated space are), and the group stays
+        marked until they are logged. The caller then logs the plan's sums (with the
+        transaction that publishes the write, or deferred to the inode's next record)."""
         intents = plan.intents
         if intents:
             marks = self.data.marks
             with self.inodes.lock:
-                with self.inodes.transaction() as ftx:
-                    ftx.data_independent = True
-                    self.data.sums.record(ftx, intents)
-                    marks.cover(ftx, intents)
+                if marks.covers(intents):  # in memory only, logged (or replaced) with the inode
+                    self.data.sums.defer(plan.ino, intents)
+                else:
+                    with self.inodes.transaction() as ftx:
+                        ftx.data_independent = True
+                        self.data.sums.record(ftx, intents)
+                        marks.cover(ftx, intents)
                 need = marks.durable_at(intents)
             self.e.make_durable(need)
         self.data.write_plan(plan)

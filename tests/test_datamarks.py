@@ -6,11 +6,13 @@ disk — no read fails, fsck is clean; marks go when idle, beyond the bound, and
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 from conftest import MiB
 
 from traxfs.fs import datamarks
+from traxfs.fs.datamap import DataMap
 from traxfs.fs.datasums import GROUP
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
@@ -91,6 +93,8 @@ def test_marks_go_when_idle_beyond_the_bound_and_at_unmount(dev, monkeypatch):
         assert marks.marked() >= 2 and len(groups) >= 2
         monkeypatch.setattr(datamarks, "LOOK_EVERY", 0.0)
         monkeypatch.setattr(datamarks, "MAX_MARKS", 1)
+        fs.inodes.flush()  # logs the overwrites' sums: until they are logged, no group is unmarked
+        assert marks.marked() >= 2
         fs.inodes.flush()
         assert marks.marked() == 1  # the oldest went
         monkeypatch.setattr(datamarks, "MARK_IDLE", 0.0)
@@ -106,5 +110,44 @@ def test_marks_go_when_idle_beyond_the_bound_and_at_unmount(dev, monkeypatch):
         assert len(list(fs.t["datamarked"].items())) == 0
         assert fs.status()["data"]["marks_settled"] == 0
         assert fs.read(ino, 0, len(data)) == data
+    finally:
+        fs.close()
+
+
+def test_a_group_whose_overwrite_is_in_flight_stays_marked(dev, monkeypatch):
+    """An overwrite in a marked group keeps its intent in memory until the inode is logged; an
+    unmark logged meanwhile, then a crash once its bytes are on disk, would leave the page with
+    its old sum and new bytes (EIO). The group stays marked while it holds such a sum."""
+    fs = FileSystem.open(dev)
+    ino, data = _file(fs, 40)
+    _overwrite(fs, ino, data, 1, 0xD1)  # marks the group
+    fs.fsync()  # the inode and its sums logged: nothing held
+    gate, arrived = threading.Event(), threading.Event()
+    real = DataMap.write_plan
+
+    def held(dm, plan):
+        if plan.intents and not gate.is_set():
+            arrived.set()
+            assert gate.wait(30)
+        return real(dm, plan)
+
+    monkeypatch.setattr(DataMap, "write_plan", held)
+    writer = threading.Thread(target=_overwrite, args=(fs, ino, data, 6, 0xD6))
+    writer.start()
+    try:
+        assert arrived.wait(30)  # its intent held in memory, its bytes not written yet
+        monkeypatch.setattr(datamarks, "LOOK_EVERY", 0.0)
+        monkeypatch.setattr(datamarks, "MARK_IDLE", 0.0)
+        fs.inodes.flush()  # idle long enough, but holding an unlogged sum
+        assert fs.data.marks.marked() == 1
+        fs.e.make_durable()
+    finally:
+        gate.set()
+        writer.join(30)
+    fs.crash()  # the bytes are on disk, their sum was never logged
+    fs = FileSystem.open(dev)
+    try:
+        assert fs.read(ino, 0, len(data)) == data
+        assert fs.status()["data"]["unlogged_recomputed"] >= 1
     finally:
         fs.close()
