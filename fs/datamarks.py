@@ -106,21 +106,23 @@ class DataMarks:
 
     def expire(self, ftx: FsTransaction, everything: bool = False) -> int:
         """Unmark, in ``ftx``, the groups idle for :data:`MARK_IDLE` seconds and the oldest of
-        those beyond :data:`MAX_MARKS` (``everything``: all, at a clean unmount). Returns how many."""
+        those beyond :data:`MAX_MARKS` (``everything``: all, at a clean unmount), but none that
+        holds a sum not yet logged. Returns how many."""
         if not self._marks:
             return 0
         now = time.monotonic()
-        if everything:
-            gone = list(self._marks)
-        elif now - self._looked < LOOK_EVERY:
+        if not everything and now - self._looked < LOOK_EVERY:
             return 0
+        self._looked = now
+        # a group holding a sum not yet logged (an intent kept in memory, the sum of its write)
+        # stays marked: an unmark logged before that sum would leave its page with an old sum
+        # and new bytes after a crash (the sums this same transaction logs are still held: the
+        # unmount flushes the inodes first)
+        held = self.sums.deferred_groups()
+        idle = sorted((m[1], g) for g, m in self._marks.items() if g not in held)
+        if everything:
+            gone = [g for _, g in idle]
         else:
-            self._looked = now
-            # a group holding a sum not yet logged (an intent kept in memory, the sum of its
-            # write) stays marked: an unmark logged before that sum would leave its page with
-            # an old sum and new bytes after a crash
-            held = self.sums.deferred_groups()
-            idle = sorted((m[1], g) for g, m in self._marks.items() if g not in held)
             gone = [g for t, g in idle if now - t >= MARK_IDLE]
             over = len(self._marks) - len(gone) - MAX_MARKS
             if over > 0:

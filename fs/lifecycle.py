@@ -148,7 +148,8 @@ def close(inodes: Inodes, lifetime: Lifetime) -> None:
         return
     for ino in list(inodes.data.preallocated):
         lifetime.give_back(ino)
-    inodes.flush(unmark_all=True)
+    inodes.flush()  # the inodes and their sums: then no group holds an unlogged sum ...
+    inodes.flush(unmark_all=True)  # ... and every mark goes
     with inodes.lock:
         inodes.close()
         inodes.data.flush_data()
