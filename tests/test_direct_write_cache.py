@@ -89,20 +89,3 @@ def test_a_page_read_while_an_asynchronous_direct_write_is_in_flight_is_dropped_
             fio.wait()
         os.close(reader)
 
-
-def test_a_synchronous_direct_write_and_buffered_writes_keep_their_pages_right(served):
-    # the drop is the direct write's only: buffered writes through the page cache stay cached
-    f = served / "g"
-    f.write_bytes(b"A" * MiB)
-    fd = os.open(f, os.O_RDWR)
-    d = os.open(f, os.O_WRONLY | os.O_DIRECT)
-    try:
-        assert os.pread(fd, MiB, 0) == b"A" * MiB
-        os.pwrite(fd, b"C" * BLOCK, 0)
-        buf = __import__("mmap").mmap(-1, BLOCK)
-        buf.write(b"D" * BLOCK)
-        assert os.pwritev(d, [buf], 2 * BLOCK) == BLOCK
-        assert os.pread(fd, 3 * BLOCK, 0) == b"C" * BLOCK + b"A" * BLOCK + b"D" * BLOCK
-    finally:
-        os.close(fd)
-        os.close(d)
