@@ -20,7 +20,7 @@ B+trees keep no entry count in their headers (B+tree format 2, ``fs/struct/btree
 count cost a logged header update per put and delete); each tree's header changes to format 2
 at its first change. Nothing else differs, but a traxfs that reads only 3 would maintain the
 count again and fsck would find it wrong, so 4 is refused there. 5 adds the ``datamarked`` tree
-(groups of data pages whose overwrites need no log force each: ``fs/datasums.py``); a traxfs
+(groups of data pages whose overwrites need no log force each: ``fs/datamarks.py``); a traxfs
 that reads only 4 would not settle them after a crash, so 5 is refused there.
 """
 
