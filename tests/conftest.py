@@ -245,6 +245,50 @@ def engine_dev(tmp_path):
     d.close()
 
 
+# ----- filesystems for the in-process tests ----------------------------------------------------
+@pytest.fixture
+def image_fs(tmp_path):
+    """A fresh filesystem on a 64 MiB image file, open; closed after the test."""
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.volume.device import ImageFileDevice
+
+    dev = ImageFileDevice(str(tmp_path / "fs.img"), 64 * MiB, create=True)
+    FileSystem.mkfs(dev)
+    fs = FileSystem.open(dev)
+    yield fs
+    fs.close()
+    dev.close()
+
+
+@pytest.fixture
+def mirror_fs(registry, make_pvs):
+    """A filesystem made on a mirrored volume of four image PVs (not opened); yields (vg, lv)."""
+    from traxfs.fs.filesystem import FileSystem
+    from traxfs.volume.group import VolumeGroup
+
+    paths = make_pvs(4, size=48 * MiB)
+    VolumeGroup.create(registry, "mvg", paths, extent_size=MiB)
+    with VolumeGroup.open(registry, "mvg") as vg:
+        vg.create_lv("m", 32 * MiB, "linear", mirror=True)
+        lv = vg.open_lv("m")
+        FileSystem.mkfs(lv, log_size=16 * MiB)
+        yield vg, lv
+
+
+def leg_offset(vg, lv, leg: int, offset: int) -> tuple[str, int]:
+    """Where byte ``offset`` of mirrored ``lv`` lies on leg ``leg``: the PV's path and offset."""
+    (p,) = lv.legs[leg].pieces(offset, 1)
+    return vg.meta.pv(p.pv).path, p.dev_offset
+
+
+def leg_page(vg, lv, leg: int, offset: int) -> bytes:
+    """The 4 KiB at byte ``offset`` of ``lv`` as leg ``leg`` holds them."""
+    path, off = leg_offset(vg, lv, leg, offset)
+    with open(path, "rb") as f:
+        f.seek(off)
+        return f.read(4096)
+
+
 def reopen_engine(eng, crash: bool):
     """Close ``eng`` cleanly, or crash it (``crash``), and open its device again (recovery)."""
     from traxfs.fs.engine.engine import Engine

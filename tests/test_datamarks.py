@@ -9,7 +9,7 @@ import random
 import threading
 
 import pytest
-from conftest import MiB
+from conftest import MiB, leg_offset, leg_page
 
 from traxfs.fs import datamarks
 from traxfs.fs.datamap import DataMap
@@ -153,45 +153,31 @@ def test_a_group_whose_overwrite_is_in_flight_stays_marked(dev, monkeypatch):
         fs.close()
 
 
-def test_on_a_mirror_every_leg_of_a_marked_page_gets_the_chosen_copy(registry, make_pvs):
+def test_on_a_mirror_every_leg_of_a_marked_page_gets_the_chosen_copy(mirror_fs):
     """An overwrite that reached one leg of a mirror only, in a marked group: after the crash the
     settled page is the same on both legs (a copy matching its logged sum, else the first)."""
-    from traxfs.volume.group import VolumeGroup
+    vg, lv = mirror_fs
+    fs = FileSystem.open(lv)
+    ino, data = _file(fs, 40)
+    _overwrite(fs, ino, data, 1, 0xE1)  # marks the group
+    _overwrite(fs, ino, data, 5, 0xE5)  # its intent in memory only; the bytes on both legs
+    _, phys, _ = fs.data.all_extents(ino)[0]
+    base = fs.e.sb.pages_offset
 
-    paths = make_pvs(4, size=48 * MiB)
-    VolumeGroup.create(registry, "mvg", paths, extent_size=MiB)
-    with VolumeGroup.open(registry, "mvg") as vg:
-        vg.create_lv("m", 32 * MiB, "linear", mirror=True)
-        lv = vg.open_lv("m")
-        FileSystem.mkfs(lv, log_size=16 * MiB)
-        fs = FileSystem.open(lv)
-        ino, data = _file(fs, 40)
-        _overwrite(fs, ino, data, 1, 0xE1)  # marks the group
-        _overwrite(fs, ino, data, 5, 0xE5)  # its intent in memory only; the bytes on both legs
-        _, phys, _ = fs.data.all_extents(ino)[0]
-        base = fs.e.sb.pages_offset
-        fs.crash()
+    def at(page: int) -> int:
+        return base + (phys + page) * PAGE_SIZE
 
-        def leg(k: int, page: int) -> tuple[str, int]:
-            (p,) = lv.legs[k].pieces(base + (phys + page) * PAGE_SIZE, 1)
-            return vg.meta.pv(p.pv).path, p.dev_offset
-
-        def leg_bytes(k: int, page: int) -> bytes:
-            path, off = leg(k, page)
-            with open(path, "rb") as f:
-                f.seek(off)
-                return f.read(PAGE_SIZE)
-
-        path, off = leg(0, 9)  # an overwrite of page 9 that reached leg 0 only
-        with open(path, "r+b") as f:
-            f.seek(off + 100)
-            f.write(b"\xee" * 1000)
-        assert leg_bytes(0, 9) != leg_bytes(1, 9)
-        fs = FileSystem.open(lv)
-        try:
-            assert fs.read(ino, 0, len(data)) == data  # page 9: leg 1 matched its sum
-            for page in (1, 5, 9):
-                assert leg_bytes(0, page) == leg_bytes(1, page)
-            assert fs.status()["data"]["unlogged_recomputed"] >= 1  # page 5
-        finally:
-            fs.close()
+    fs.crash()
+    path, off = leg_offset(vg, lv, 0, at(9))  # an overwrite of page 9 that reached leg 0 only
+    with open(path, "r+b") as f:
+        f.seek(off + 100)
+        f.write(b"\xee" * 1000)
+    assert leg_page(vg, lv, 0, at(9)) != leg_page(vg, lv, 1, at(9))
+    fs = FileSystem.open(lv)
+    try:
+        assert fs.read(ino, 0, len(data)) == data  # page 9: leg 1 matched its sum
+        for page in (1, 5, 9):
+            assert leg_page(vg, lv, 0, at(page)) == leg_page(vg, lv, 1, at(page))
+        assert fs.status()["data"]["unlogged_recomputed"] >= 1  # page 5
+    finally:
+        fs.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import crc32c
 import pytest
-from conftest import IO_PHASES, MiB
+from conftest import IO_PHASES, MiB, leg_offset, leg_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -42,7 +42,6 @@ from traxfs.fs.scrub import scrub, stale_sums
 from traxfs.fs.struct.btree import BTree
 from traxfs.fs.trees import ADDED_IN_2, ADDED_IN_3, ADDED_IN_5, KEY_EPOCH, KEY_SUPER, VERSION, FsSuper
 from traxfs.volume.device import ImageFileDevice
-from traxfs.volume.group import VolumeGroup
 from traxfs.volume.powerloss import PowerLossDevice
 
 pytestmark = pytest.mark.timeout(300)
@@ -238,30 +237,6 @@ def test_a_flipped_data_byte_is_eio_naming_the_file_and_offset(tmp_path, caplog)
         assert fs.status()["data"]["unrepairable"] >= 2
     finally:
         fs.close()
-
-
-@pytest.fixture
-def mirror_fs(registry, make_pvs):
-    """A filesystem on a mirrored volume of four image PVs; yields (vg, lv, fs-opener)."""
-    paths = make_pvs(4, size=48 * MiB)
-    VolumeGroup.create(registry, "mvg", paths, extent_size=MiB)
-    with VolumeGroup.open(registry, "mvg") as vg:
-        vg.create_lv("m", 32 * MiB, "linear", mirror=True)
-        lv = vg.open_lv("m")
-        FileSystem.mkfs(lv, log_size=16 * MiB)
-        yield vg, lv
-
-
-def leg_offset(vg, lv, leg: int, offset: int) -> tuple[str, int]:
-    (p,) = lv.legs[leg].pieces(offset, 1)
-    return vg.meta.pv(p.pv).path, p.dev_offset
-
-
-def leg_page(vg, lv, leg: int, offset: int) -> bytes:
-    path, off = leg_offset(vg, lv, leg, offset)
-    with open(path, "rb") as f:
-        f.seek(off)
-        return f.read(PAGE_SIZE)
 
 
 def test_mirror_serves_the_good_leg_and_rewrites_the_bad_one(mirror_fs):

@@ -9,24 +9,13 @@ import stat
 import pytest
 
 from traxfs.fs import datamap
-from traxfs.fs.filesystem import ROOT_INO, FileSystem
-from traxfs.volume.device import ImageFileDevice
+from traxfs.fs.filesystem import ROOT_INO
 
 pytestmark = pytest.mark.timeout(120)
-MiB = 1 << 20
 
 
-@pytest.fixture
-def fs(tmp_path):
-    dev = ImageFileDevice(str(tmp_path / "maps.img"), 64 * MiB, create=True)
-    FileSystem.mkfs(dev)
-    f = FileSystem.open(dev)
-    yield f
-    f.close()
-    dev.close()
-
-
-def test_a_full_cache_drops_its_oldest_maps_and_keeps_the_rest(fs, monkeypatch):
+def test_a_full_cache_drops_its_oldest_maps_and_keeps_the_rest(image_fs, monkeypatch):
+    fs = image_fs
     monkeypatch.setattr(datamap, "MAPS_CACHED", 16)
     dm = fs.files.data
     inos = []

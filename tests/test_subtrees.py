@@ -33,13 +33,8 @@ def _errno(fn, *args, **kw) -> int:
 
 
 @pytest.fixture
-def fs(tmp_path):
-    dev = ImageFileDevice(str(tmp_path / "fs.img"), 64 * MiB, create=True)
-    FileSystem.mkfs(dev)
-    fs = FileSystem.open(dev)
-    yield fs
-    fs.close()
-    dev.close()
+def fs(image_fs):
+    return image_fs
 
 
 def test_the_root_lists_the_subtrees_first_with_cookies_from_their_tags(fs):
