@@ -104,16 +104,18 @@ class DataMarks:
     def marked(self) -> int:
         return len(self._marks)
 
+    def due(self, everything: bool = False) -> bool:
+        """Would :meth:`expire` look now? (Not more than once every :data:`LOOK_EVERY` seconds:
+        every inode flush calls it, an fsync's too.)"""
+        return bool(self._marks) and (everything or time.monotonic() - self._looked >= LOOK_EVERY)
+
     def expire(self, ftx: FsTransaction, everything: bool = False) -> int:
         """Unmark, in ``ftx``, the groups idle for :data:`MARK_IDLE` seconds and the oldest of
         those beyond :data:`MAX_MARKS` (``everything``: all, at a clean unmount), but none that
         holds a sum not yet logged. Returns how many."""
-        if not self._marks:
+        if not self.due(everything):
             return 0
-        now = time.monotonic()
-        if not everything and now - self._looked < LOOK_EVERY:
-            return 0
-        self._looked = now
+        now = self._looked = time.monotonic()
         # a group holding a sum not yet logged (an intent kept in memory, the sum of its write)
         # stays marked: an unmark logged before that sum would leave its page with an old sum
         # and new bytes after a crash (the sums this same transaction logs are still held: the

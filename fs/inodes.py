@@ -195,7 +195,7 @@ class Inodes:
         (``unmark_all``: every one, at a clean unmount). Returns the inodes logged."""
         with self.lock:
             marks = self.data.marks
-            if self.closed or not self._dirty and not marks.marked():
+            if self.closed or not self._dirty and not marks.due(unmark_all):
                 return 0
             inos = sorted(self._dirty)
             with self.transaction() as ftx:
