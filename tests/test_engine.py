@@ -159,6 +159,44 @@ def test_bad_input_is_refused_and_changes_nothing(engine):
         engine.commit(tx)
 
 
+def test_a_refused_operation_leaves_the_page_and_the_log_as_they_were(engine, monkeypatch):
+    """The redo runs on a copy of the page: one that changes some bytes and then refuses (or
+    changes the page's size) leaves the page and the log untouched, as does an operation with no
+    page redo or a transaction that is not active."""
+    kv = KV(engine, 10)
+    tx = engine.begin()
+    kv.put(tx, 1, 7)  # the page is dirty and in the log: no first-change image from here on
+
+    def scribble_then_refuse(page, payload):
+        page[100:200] = b"\xee" * 100
+        raise ValueError("refused after scribbling")
+
+    def shrink(page, payload):
+        del page[-1:]
+
+    monkeypatch.setitem(opcodes.REGISTRY, 240, opcodes.Operation(240, "scribble", scribble_then_refuse))
+    monkeypatch.setitem(opcodes.REGISTRY, 241, opcodes.Operation(241, "shrink", shrink))
+    monkeypatch.setitem(opcodes.REGISTRY, 242, opcodes.Operation(242, "logical only"))
+    with engine.page(kv.base) as f:
+        page = bytes(f.data)
+    before, last = engine.log.reserved(), tx.last_lsn
+    with pytest.raises(ValueError, match="refused after scribbling"):
+        engine.update(tx, kv.base, 240, b"x")
+    with pytest.raises(ValueError, match="changed the page size"):
+        engine.update(tx, kv.base, 241, b"x")
+    with pytest.raises(ValueError, match="has no page redo"):
+        engine.update(tx, kv.base, 242, b"x")
+    with engine.page(kv.base) as f:
+        assert bytes(f.data) == page
+    assert (engine.log.reserved(), tx.last_lsn) == (before, last)
+    engine.commit(tx)
+    with pytest.raises(TransactionError, match="not active"):
+        engine.update(tx, kv.base, opcodes.OP_WRITE, opcodes.write_payload(100, page[100:101], b"z"))
+    assert engine.log.reserved() > before  # the commit only
+    with engine.page(kv.base) as f:
+        assert bytes(f.data) == page
+
+
 def test_damaged_superblock_and_foreign_device(tmp_path, engine_dev):
     for off in (0, 4096):  # one copy damaged: the other is used
         raw = bytearray(engine_dev.read(off, 512))

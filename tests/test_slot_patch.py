@@ -132,16 +132,13 @@ def test_the_page_record_is_a_patch(eng):
     t = BTree.create(eng, tx, "t")
     t.put(tx, b"key", b"a" * 300)
     eng.commit(tx)
-    seen = []
-    append = eng.log.append
-
-    def spy(rtype, *a, **kw):
-        seen.append(a[3] if len(a) > 3 else kw.get("opcode"))
-        return append(rtype, *a, **kw)
-
-    eng.log.append = spy
     tx = eng.begin()
     t.put(tx, b"key", b"a" * 150 + b"b" + b"a" * 149)
+    last = tx.last_lsn
     eng.commit(tx)
-    eng.log.append = append
+    seen = []  # the opcodes of the transaction's records, read back along its chain
+    while last:
+        rec = eng.log_record(last)
+        seen.append(rec.opcode)
+        last = rec.prev_lsn
     assert opcodes.OP_SLOT_PATCH in seen and opcodes.OP_SLOT_REPLACE not in seen

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from ...ext.logapply import PageApplier
 from ...volume.contract import DeviceContract
 from . import opcodes, slotted, undo
 from .buffer import BufferManager, Frame, PinnedPage
@@ -226,6 +227,9 @@ class Engine:
                               policy=self._policy, on_pressure=self._ckpt_requested.set)
         self.log.trunc_lsn = self.sb.trunc_lsn
         self._max_xid = max_xid
+        applier = PageApplier(self.log.appender, self.buffer.pins, self.buffer.pin, opcodes.REGISTRY, opcodes.lookup,
+                              self._first_change, TxState.ACTIVE, TransactionError)
+        self._append, self.apply, self.update = applier.append, applier.apply, applier.update
 
     def _write_sb(self, **changes) -> None:
         with self._sb_lock:
@@ -310,46 +314,34 @@ class Engine:
             self._xacts[tx.xid] = tx
         return tx
 
-    def _append(self, tx: Transaction, rtype: int, page: int = NO_PAGE, opcode: int = 0, undo_next: int = 0,
-                payload: bytes = b"", new_state: TxState | None = None) -> tuple[int, int]:
-        """Append a record of ``tx``. The row update (first/last LSN, state) is atomic with the
-        append as far as checkpoints can see: a checkpoint that snapshots ``tx`` either precedes
-        the record or sees the row updated — never a COMMIT in the log with "active" in the row."""
-        with tx.latch:
-            lsn, end = self.log.append(rtype, tx.xid, tx.last_lsn, page, opcode, undo_next, payload)
-            if tx.first_lsn == 0:
-                tx.first_lsn = lsn
-            tx.last_lsn = lsn
-            if new_state is not None:
-                tx.state = new_state
-        return lsn, end
+    # ``_append``, ``apply`` and ``update`` are methods of the C page applier
+    # (``traxfs.ext.logapply.PageApplier``), bound when the log starts (``_start_log``):
+    #
+    # ``_append(tx, rtype, page=NO_PAGE, opcode=0, undo_next=0, payload=b"", new_state=None)
+    # -> (lsn, end)``: append a record of ``tx``. The row update (first/last LSN, state) is atomic
+    # with the append as far as checkpoints can see (both under ``tx.latch``): a checkpoint that
+    # snapshots ``tx`` either precedes the record or sees the row updated — never a COMMIT in the
+    # log with "active" in the row.
+    #
+    # ``apply(tx, pid, opcode, payload, rtype=RecType.UPDATE, undo_next=0, fresh=False) -> lsn``:
+    # log and perform one page operation (Stasis' Tupdate). The redo runs on a copy of the page
+    # first (an operation that refuses its arguments changes and logs nothing); a page not yet
+    # dirty is marked so, and its image logged (``_first_change``), before the record; then the
+    # record, the copy installed, the page LSN stamped. ``fresh``: the operation rewrites a page
+    # just allocated, whose old bytes do not matter and need not be a valid page (space freed by
+    # file data holds raw bytes): not read.
+    #
+    # ``update(tx, pid, opcode, payload, fresh=False) -> lsn``: ``apply`` by an active transaction.
+    _append: Callable[..., tuple[int, int]]
+    apply: Callable[..., int]
+    update: Callable[..., int]
 
-    def apply(self, tx: Transaction, pid: int, opcode: int, payload: bytes, rtype: int = RecType.UPDATE,
-              undo_next: int = 0, fresh: bool = False) -> int:
-        """Log and perform one page operation (Stasis' Tupdate). Returns the record's LSN.
-        ``fresh``: the operation rewrites a page just allocated, whose old bytes do not matter
-        and need not be a valid page (space freed by file data holds raw bytes): not read."""
-        op = opcodes.lookup(opcode)
-        if op.redo is None:
-            raise ValueError(f"operation {op.name} has no page redo")
-        f = self.buffer.pin(pid, load=not fresh)
-        try:
-            with f.latch:
-                scratch = bytearray(f.data)
-                op.redo(scratch, payload)  # refuses bad arguments before anything is logged
-                if len(scratch) != PAGE_SIZE:
-                    raise ValueError(f"operation {op.name} changed the page size: refused")
-                if not f.dirty:
-                    # dirty *before* any record for it exists, with a recLSN no later than that
-                    # record: a checkpoint's dirty page table can never miss this page
-                    self.buffer.mark_dirty(f, self.log.reserved())
-                    self._log_page_image(f)
-                lsn, end = self._append(tx, rtype, pid, opcode, undo_next, payload)
-                f.data[:] = scratch
-                set_page_lsn(f.data, end)
-        finally:
-            self.buffer.unpin(f)
-        return lsn
+    def _first_change(self, f: Frame) -> None:
+        """Before the first record that changes a clean page: mark it dirty *before* any record
+        for it exists, with a recLSN no later than that record (a checkpoint's dirty page table
+        can never miss the page), and log its image."""
+        self.buffer.mark_dirty(f, self.log.reserved())
+        self._log_page_image(f)
 
     def _log_page_image(self, f: Frame) -> None:
         """Full-page write protection: before the first change to a page since it was last
@@ -358,10 +350,6 @@ class Engine:
         image = bytes(f.data).rstrip(b"\0")
         _, end = self.log.append(RecType.PAGE_IMAGE, page=f.pid, payload=image)
         set_page_lsn(f.data, end)
-
-    def update(self, tx: Transaction, pid: int, opcode: int, payload: bytes, fresh: bool = False) -> int:
-        tx.require_active()
-        return self.apply(tx, pid, opcode, payload, fresh=fresh)
 
     def _claim_raw(self, first: int, count: int) -> None:
         """``raw.claim``: pages ``first .. first+count-1`` (just allocated) are about to receive

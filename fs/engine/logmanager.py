@@ -22,7 +22,7 @@ from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...ext.logcodec import encode
+from ...ext.logapply import LogAppender
 from .logstore import LogStore
 
 
@@ -68,14 +68,13 @@ class LogManager:
         self.buffer = buffer_factory(min(buffer_size, store.size // 2), start_lsn)
         self.policy = policy or GroupCommitPolicy()
         self.durable_lsn = start_lsn
-        self.trunc_lsn = start_lsn
-        self._on_pressure = on_pressure
-        self._seed = store.seed
-        # log bytes recovery still needs: past a quarter of the region a checkpoint is asked for;
-        # ordinary records may not use the last reserve, which is kept for checkpoints
-        self._pressure_at = store.size // 4
-        self._limit = store.size - min(1 << 18, store.size // 8)
-        self._system_limit = store.size - (1 << 14)
+        # inserting (``append``) is in C (``traxfs.ext.logapply``). Log bytes recovery still needs:
+        # past a quarter of the region a checkpoint is asked for; ordinary records may not use the
+        # last reserve, which is kept for checkpoints
+        self.appender = LogAppender(self.buffer, epoch, store.seed, start_lsn, store.size // 4,
+                                    store.size - min(1 << 18, store.size // 8), store.size - (1 << 14), store.size,
+                                    on_pressure, LogFull)
+        self.append = self.appender.append
         # log barriers (``add_barrier``), replaced as a whole when one is added or removed, so
         # the flusher reads them without a lock
         self._barriers: tuple[Callable[[], None], ...] = ()
@@ -95,27 +94,29 @@ class LogManager:
         self._stop = False
         self._flushing = False  # one flusher at a time: the daemon or a blocked committer
         self._error: BaseException | None = None
-        self.stats = {"flushes": 0, "bytes_flushed": 0, "records": 0, "commits": 0}
+        self._stats = {"flushes": 0, "bytes_flushed": 0, "commits": 0}
         self._daemon = threading.Thread(target=self._run, name="log-daemon", daemon=True)
         self._daemon.start()
 
     # ----- inserting ----------------------------------------------------------------------------
-    def append(self, rtype: int, xid: int = 0, prev_lsn: int = 0, page: int = (1 << 64) - 1, opcode: int = 0,
-               undo_next: int = 0, payload: bytes = b"", system: bool = False) -> tuple[int, int]:
-        """Insert a record; return (lsn, end lsn). Not durable until flushed. ``system`` records
-        (checkpoints) may use the last reserve of the log region, so a checkpoint can always run
-        to free space even when ordinary work is refused with :class:`LogFull`."""
-        rec = encode(rtype, xid, prev_lsn, page, opcode, undo_next, payload, self.epoch, self._seed)
-        used = self.buffer.reserved() + len(rec) - self.trunc_lsn
-        if used > self._pressure_at:
-            if self._on_pressure is not None:
-                self._on_pressure()
-            if used > (self._system_limit if system else self._limit):
-                raise LogFull(f"log region full: {used} of {self.store.size} bytes still needed by recovery "
-                              "(a transaction too large for the log, or checkpoints cannot keep up)")
-        lsn = self.buffer.insert(rec)
-        self.stats["records"] += 1
-        return lsn, lsn + len(rec)
+    # ``append(rtype, xid=0, prev_lsn=0, page=NO_PAGE, opcode=0, undo_next=0, payload=b"",
+    # system=False) -> (lsn, end lsn)``, bound in ``__init__``: insert a record; not durable until
+    # flushed. ``system`` records (checkpoints) may use the last reserve of the log region, so a
+    # checkpoint can always run to free space even when ordinary work is refused with
+    # :class:`LogFull`.
+
+    @property
+    def trunc_lsn(self) -> int:
+        """The oldest LSN recovery still needs (set by each checkpoint)."""
+        return self.appender.trunc_lsn
+
+    @trunc_lsn.setter
+    def trunc_lsn(self, lsn: int) -> None:
+        self.appender.trunc_lsn = lsn
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return {**self._stats, "records": self.appender.records}
 
     def reserved(self) -> int:
         return self.buffer.reserved()
@@ -144,7 +145,7 @@ class LogManager:
         ``will_wait``: the caller blocks on the handle at once, and so flushes for itself (or
         rides on the flush running): the daemon is not woken for it."""
         with self._lock:
-            self.stats["commits"] += 1
+            self._stats["commits"] += 1
             if not will_wait:  # the daemon's group: X, L and T count these
                 self._pending_commits.append(end_lsn)
                 first = self._first_wait is None
@@ -300,7 +301,7 @@ class LogManager:
                 barrier()
             self.store.append_from(buffer, start, released)
             buffer.mark_flushed(released)
-            stats = self.stats
+            stats = self._stats
             stats["flushes"] += 1
             stats["bytes_flushed"] += released - start
         return released
