@@ -17,6 +17,7 @@ from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.alloc import NoSpace
 from traxfs.fs.engine.check import check_engine
 from traxfs.fs.engine.engine import Engine
+from traxfs.fs.engine.logrecord import RecType
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.struct.btree import BTree
 from traxfs.fs.struct.btree_node import (
@@ -59,6 +60,81 @@ def test_put_get_overwrite_delete_and_bounds(eng):
     eng.commit(tx)
     assert tree.get(b"k" * MAX_KEY) == b"v" * (MAX_ENTRY - MAX_KEY)
     assert BTree.open_named(eng, "t").header == tree.header and BTree.open_named(eng, "nope") is None
+
+
+class _Declining:
+    """In place of a tree's C put (``traxfs.ext.treeput``): declines every put, so the general
+    path does them all."""
+
+    def put(self, *args):
+        return False, None
+
+
+class _Counting:
+    """Around a tree's C put: counts the puts it did."""
+
+    def __init__(self, real):
+        self.real, self.done = real, 0
+
+    def put(self, *args):
+        done, old = self.real.put(*args)
+        self.done += done
+        return done, old
+
+
+def _logged_puts(eng, general_only: bool) -> tuple[list, dict, int]:
+    """Mixed puts (new keys, same-length and other-length overwrites, unchanged values) and
+    deletes in one transaction: the records the transaction logged (the nested actions' start
+    LSNs masked, as page images of another engine's seed may shift LSNs), the tree, and how
+    many puts the C path did."""
+    tx = eng.begin()
+    tree = BTree.create(eng, tx, "t")
+    tree.put(tx, b"warm", b"up")  # the C put is made at the first put
+    tree._leaf_put = _Declining() if general_only else _Counting(tree._leaf_put)
+    rng, keys = random.Random(7), []
+    for _ in range(4000):
+        r = rng.random()
+        if keys and r < 0.25:
+            k = rng.choice(keys)
+            old = tree.get(k)
+            tree.put(tx, k, bytes((b + rng.randrange(1, 3)) % 256 for b in old[:3]) + old[3:])
+        elif keys and r < 0.35:
+            tree.put(tx, rng.choice(keys), bytes([rng.randrange(256)]) * rng.randrange(1, 400))
+        elif keys and r < 0.4:
+            k = rng.choice(keys)
+            tree.put(tx, k, tree.get(k))
+        elif keys and r < 0.45:
+            tree.delete(tx, keys.pop(rng.randrange(len(keys))))
+        else:
+            k = rng.randbytes(rng.randrange(1, 40))
+            keys.append(k)
+            tree.put(tx, k, rng.randbytes(rng.randrange(3, 200)))
+    last = tx.last_lsn
+    eng.commit(tx)
+    records = []
+    while last:
+        rec = eng.log_record(last)
+        payload = rec.payload[:8] + bytes(8) + rec.payload[16:] if rec.type == RecType.LOGICAL else rec.payload
+        records.append((rec.type, rec.page, rec.opcode, payload))
+        last = rec.prev_lsn
+    return records, dict(tree.items()), 0 if general_only else tree._leaf_put.done
+
+
+@pytest.mark.timeout(120)
+def test_the_c_put_logs_what_the_general_path_logs(tmp_path):
+    """The common case of a put is C (``traxfs.ext.treeput``): it must log, record for record,
+    what ``LoggedMap.put`` logs for the same puts, and decline everything else unchanged."""
+    fast_eng, slow_eng = new_engine(str(tmp_path / "fast.img")), new_engine(str(tmp_path / "slow.img"))
+    try:
+        fast, fast_items, done = _logged_puts(fast_eng, False)
+        slow, slow_items, _ = _logged_puts(slow_eng, True)
+        assert done > 2000  # the C path did most of the puts
+        assert fast_items == slow_items
+        assert len(fast) == len(slow) and fast == slow
+        assert check_engine(fast_eng) == []
+    finally:
+        fast_eng.close()
+        slow_eng.close()
 
 
 @pytest.mark.timeout(60)

@@ -77,7 +77,7 @@ def test_resident_reads_finish_cold_pages_would_block(tmp_path):
 def test_latches_held_elsewhere_would_block(tmp_path):
     eng, tree = _tree(tmp_path, n=10)
     key = (3).to_bytes(8, "big")
-    release, t = _holding(tree.latch._lock)  # a writer inside the structure
+    release, t = _holding(tree.latch.lock)  # a writer inside the structure
     try:
         with no_wait(), pytest.raises(WouldBlock):
             tree.get(key)

@@ -53,10 +53,11 @@ from collections.abc import Iterator
 
 from ...ext.nodesearch import descend, leaf_bisect, leaf_find
 from ...ext.slotpage import diff_runs
+from ...ext.treeput import LeafPut
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
 from ..engine.page import HEADER_SIZE, PageType
-from ..engine.xact import Transaction
+from ..engine.xact import Transaction, TxState
 from .btree_build import build_tree
 from .btree_check import check_tree
 from .btree_node import (
@@ -120,6 +121,7 @@ class BTree(LoggedMap):
         self.e = engine
         self.header = header_pid
         self.latch = structure_latch(engine, header_pid)
+        self._leaf_put: LeafPut | None = None  # the common case of ``put`` in C, made at the first put
 
     # ----- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -306,7 +308,23 @@ class BTree(LoggedMap):
     def __iter__(self) -> Iterator[bytes]:
         return self.keys()
 
-    # ----- changing: put and delete are LoggedMap's; the physical work (latch held, inside a
+    # ----- changing ------------------------------------------------------------------------------
+    def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
+        """Insert or overwrite; return the old value (None if the key is new). The common case —
+        into its leaf without a split — is one C call (``traxfs.ext.treeput``); whatever it
+        declines, having changed nothing, is ``LoggedMap.put``'s."""
+        key, value = bytes(key), bytes(value)
+        check_sizes(key, value)
+        fast = self._leaf_put
+        if fast is None:
+            fast = self._leaf_put = LeafPut(self.e, TxState.ACTIVE, INNER, VERSION, VERSION_OFF, ROOT_OFF,
+                                            opcodes.OP_SLOT_INSERT, opcodes.OP_SLOT_PATCH, OP_UNDO_PUT, OP_UNDO_PATCH)
+        done, old = fast.put(tx, self.latch.lock, self.header, key, value)
+        return old if done else LoggedMap.put(self, tx, key, value)
+
+    insert = put
+
+    # put's general path and delete are LoggedMap's; the physical work (latch held, inside a
     # nested top action or a logical undo) is here
     def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
         e = self.e

@@ -67,17 +67,17 @@ class StructureLatch:
     """A structure's latch: re-entrant (a savepoint rollback may run a logical undo of the same
     structure while its latch is held); inside ``nowait.no_wait()`` it is taken only if free."""
 
-    __slots__ = ("_lock",)
+    __slots__ = ("lock",)
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # taken directly only by a C path that never waits (``ext/treeput``)
 
     def __enter__(self) -> StructureLatch:
-        nowait.acquire(self._lock)
+        nowait.acquire(self.lock)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.lock.release()
 
 
 def structure_latch(engine, header_pid: int) -> StructureLatch:
