@@ -63,15 +63,17 @@ def test_put_get_overwrite_delete_and_bounds(eng):
 
 
 class _Declining:
-    """In place of a tree's C put (``traxfs.ext.treeput``): declines every put, so the general
-    path does them all."""
+    """In place of a tree's C leaf changes (``traxfs.ext.treeleaf``): declines every put and
+    delete, so the general path does them all."""
 
     def put(self, *args):
         return False, None
 
+    delete = put
+
 
 class _Counting:
-    """Around a tree's C put: counts the puts it did."""
+    """Around a tree's C leaf changes: counts the puts and deletes they did."""
 
     def __init__(self, real):
         self.real, self.done = real, 0
@@ -81,16 +83,20 @@ class _Counting:
         self.done += done
         return done, old
 
+    def delete(self, *args):
+        done, old = self.real.delete(*args)
+        self.done += done
+        return done, old
 
-def _logged_puts(eng, general_only: bool) -> tuple[list, dict, int]:
+
+def _logged_changes(eng, general_only: bool) -> tuple[list, dict, int]:
     """Mixed puts (new keys, same-length and other-length overwrites, unchanged values) and
-    deletes in one transaction: the records the transaction logged (the nested actions' start
+    deletes, then most keys deleted, in one transaction: the records the transaction logged (the nested actions' start
     LSNs masked, as page images of another engine's seed may shift LSNs), the tree, and how
     many puts the C path did."""
     tx = eng.begin()
     tree = BTree.create(eng, tx, "t")
-    tree.put(tx, b"warm", b"up")  # the C put is made at the first put
-    tree._leaf_put = _Declining() if general_only else _Counting(tree._leaf_put)
+    tree._in_leaf = _Declining() if general_only else _Counting(tree._leaf_change())
     rng, keys = random.Random(7), []
     for _ in range(4000):
         r = rng.random()
@@ -109,6 +115,10 @@ def _logged_puts(eng, general_only: bool) -> tuple[list, dict, int]:
             k = rng.randbytes(rng.randrange(1, 40))
             keys.append(k)
             tree.put(tx, k, rng.randbytes(rng.randrange(3, 200)))
+    rng.shuffle(keys)
+    for k in keys[: len(keys) * 9 // 10]:  # leaves empty out and merge: the general path's
+        tree.delete(tx, k)
+        tree.delete(tx, k + b"?")  # absent: nothing changes
     last = tx.last_lsn
     eng.commit(tx)
     records = []
@@ -117,18 +127,19 @@ def _logged_puts(eng, general_only: bool) -> tuple[list, dict, int]:
         payload = rec.payload[:8] + bytes(8) + rec.payload[16:] if rec.type == RecType.LOGICAL else rec.payload
         records.append((rec.type, rec.page, rec.opcode, payload))
         last = rec.prev_lsn
-    return records, dict(tree.items()), 0 if general_only else tree._leaf_put.done
+    return records, dict(tree.items()), 0 if general_only else tree._in_leaf.done
 
 
 @pytest.mark.timeout(120)
-def test_the_c_put_logs_what_the_general_path_logs(tmp_path):
-    """The common case of a put is C (``traxfs.ext.treeput``): it must log, record for record,
-    what ``LoggedMap.put`` logs for the same puts, and decline everything else unchanged."""
+def test_the_c_leaf_changes_log_what_the_general_path_logs(tmp_path):
+    """The common case of a put and a delete is C (``traxfs.ext.treeleaf``): it must log, record
+    for record, what ``LoggedMap`` logs for the same changes, and decline everything else
+    unchanged."""
     fast_eng, slow_eng = new_engine(str(tmp_path / "fast.img")), new_engine(str(tmp_path / "slow.img"))
     try:
-        fast, fast_items, done = _logged_puts(fast_eng, False)
-        slow, slow_items, _ = _logged_puts(slow_eng, True)
-        assert done > 2000  # the C path did most of the puts
+        fast, fast_items, done = _logged_changes(fast_eng, False)
+        slow, slow_items, _ = _logged_changes(slow_eng, True)
+        assert done > 2000  # the C path did most of the changes
         assert fast_items == slow_items
         assert len(fast) == len(slow) and fast == slow
         assert check_engine(fast_eng) == []

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 
 from ...ext.nodesearch import descend, leaf_bisect, leaf_find
 from ...ext.slotpage import diff_runs
-from ...ext.treeput import LeafPut
+from ...ext.treeleaf import LeafChange
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
 from ..engine.page import HEADER_SIZE, PageType
@@ -121,7 +121,7 @@ class BTree(LoggedMap):
         self.e = engine
         self.header = header_pid
         self.latch = structure_latch(engine, header_pid)
-        self._leaf_put: LeafPut | None = None  # the common case of ``put`` in C, made at the first put
+        self._in_leaf: LeafChange | None = None  # put and delete inside one leaf, in C (``_leaf_change``)
 
     # ----- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -309,22 +309,32 @@ class BTree(LoggedMap):
         return self.keys()
 
     # ----- changing ------------------------------------------------------------------------------
+    def _leaf_change(self) -> LeafChange:
+        """The common case of a put or a delete — one leaf changes — in C (``traxfs.ext.treeleaf``),
+        made at the first change. Whatever it declines, having changed nothing, is ``LoggedMap``'s."""
+        if self._in_leaf is None:
+            self._in_leaf = LeafChange(self.e, self.header, self.latch.lock, TxState.ACTIVE, INNER, VERSION,
+                                       VERSION_OFF, ROOT_OFF, PAGE_CAPACITY, UNDERFULL, opcodes.OP_SLOT_INSERT,
+                                       opcodes.OP_SLOT_PATCH, opcodes.OP_SLOT_DELETE, OP_UNDO_PUT, OP_UNDO_PATCH,
+                                       OP_UNDO_DELETE)
+        return self._in_leaf
+
     def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
-        """Insert or overwrite; return the old value (None if the key is new). The common case —
-        into its leaf without a split — is one C call (``traxfs.ext.treeput``); whatever it
-        declines, having changed nothing, is ``LoggedMap.put``'s."""
+        """Insert or overwrite; return the old value (None if the key is new)."""
         key, value = bytes(key), bytes(value)
         check_sizes(key, value)
-        fast = self._leaf_put
-        if fast is None:
-            fast = self._leaf_put = LeafPut(self.e, TxState.ACTIVE, INNER, VERSION, VERSION_OFF, ROOT_OFF,
-                                            opcodes.OP_SLOT_INSERT, opcodes.OP_SLOT_PATCH, OP_UNDO_PUT, OP_UNDO_PATCH)
-        done, old = fast.put(tx, self.latch.lock, self.header, key, value)
+        done, old = self._leaf_change().put(tx, key, value)
         return old if done else LoggedMap.put(self, tx, key, value)
 
     insert = put
 
-    # put's general path and delete are LoggedMap's; the physical work (latch held, inside a
+    def delete(self, tx: Transaction, key: bytes) -> bytes | None:
+        """Remove ``key``; return its value (None if it was absent: nothing changes)."""
+        key = bytes(key)
+        done, old = self._leaf_change().delete(tx, key)
+        return old if done else LoggedMap.delete(self, tx, key)
+
+    # the general path of put and delete is LoggedMap's; the physical work (latch held, inside a
     # nested top action or a logical undo) is here
     def _put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
         e = self.e
