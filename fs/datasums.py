@@ -187,16 +187,17 @@ class DataSums:
             key = U64.pack(g)
             raw = self.tree.get(key)
             valid, pending = _bitmaps(raw) if raw is not None else (0, 0)
-            slots = list(_TABLE.unpack_from(raw, _HEAD)) if raw is not None else [0] * (2 * GROUP)
+            # the record's bytes edited where the pages' slots are (unpacking and repacking all
+            # 256 fields cost ~10 µs per group, and this runs for every page written or freed)
+            value = bytearray(raw) if raw is not None else bytearray(VALUE_SIZE)
             was_pending = pending
             alts = self._alts(g) if pending else {}
             k0, k1 = pages[i] - g * GROUP, pages[j - 1] - g * GROUP + 1
             run = [updates[p] for p in pages[i:j]]
             if k1 - k0 == j - i and all(s is not None and not s[4] for s in run):
-                # the common case, a run of settled sums: whole slices at once (this runs for
-                # every page written)
-                slots[2 * k0 : 2 * k1 : 2] = [s[0] for s in run]
-                slots[2 * k0 + 1 : 2 * k1 : 2] = [s[1] for s in run]
+                # the common case, a run of settled sums: one slice of slots
+                value[_HEAD + _SLOT.size * k0 : _HEAD + _SLOT.size * k1] = b"".join(
+                    [_SLOT.pack(s[0], s[1]) for s in run])
                 mask = ((1 << (k1 - k0)) - 1) << k0
                 valid |= mask
                 pending &= ~mask
@@ -207,16 +208,16 @@ class DataSums:
                     if s is None:
                         valid &= ~bit
                         pending &= ~bit
-                        slots[2 * k] = slots[2 * k + 1] = 0
+                        _SLOT.pack_into(value, _HEAD + _SLOT.size * k, 0, 0)
                         continue
                     valid |= bit
-                    slots[2 * k], slots[2 * k + 1] = s.crc, s.length
+                    _SLOT.pack_into(value, _HEAD + _SLOT.size * k, s.crc, s.length)
                     if s.pending:
                         pending |= bit
                         alts[k] = (s.alt_crc, s.alt_length)
                     else:
                         pending &= ~bit
-            value = valid.to_bytes(_BITS, "big") + pending.to_bytes(_BITS, "big") + _TABLE.pack(*slots)
+            value[:_HEAD] = valid.to_bytes(_BITS, "big") + pending.to_bytes(_BITS, "big")
             if valid:
                 if value != raw:
                     self.tree.put(tx, key, value)
