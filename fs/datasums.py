@@ -286,8 +286,10 @@ class DataSums:
     def forget(self, tx, first: int, count: int) -> None:
         """Drop the sums of device pages ``first .. first+count-1`` (freed in ``tx``)."""
         with self._lock:
-            if self._deferred:
-                for page in [p for p in self._deferred if first <= p < first + count]:
+            deferred = self._deferred
+            if deferred:  # walk the shorter of the two: the range, or the sums deferred
+                pages = range(first, first + count) if count < len(deferred) else list(deferred)
+                for page in [p for p in pages if p in deferred and first <= p < first + count]:
                     self._forget_deferred(page)
         page, stop = first, first + count
         while page < stop:
