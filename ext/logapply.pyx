@@ -46,14 +46,6 @@ cdef class LogAppender:
     from ``trunc_lsn``) it asks for a checkpoint; past ``limit`` (``system_limit`` for the
     checkpoint's own records) it raises ``log_full``."""
 
-    cdef _LogBuffer buffer
-    cdef object insert
-    cdef readonly uint32_t epoch, seed
-    cdef public uint64_t trunc_lsn
-    cdef uint64_t pressure_at, limit, system_limit, region
-    cdef object on_pressure, log_full
-    cdef public uint64_t records
-
     def __init__(self, _LogBuffer buffer not None, uint32_t epoch, uint32_t seed, uint64_t trunc_lsn,
                  uint64_t pressure_at, uint64_t limit, uint64_t system_limit, uint64_t region, on_pressure,
                  log_full):
@@ -95,10 +87,6 @@ cdef class PageApplier:
     """The engine's ``apply``, ``update`` and ``_append`` (see the module docstring; the
     engine's docstring says what each promises)."""
 
-    cdef LogAppender log
-    cdef PinTable pins
-    cdef object pin_slow, registry, lookup, first_change, active, transaction_error
-
     def __init__(self, LogAppender log not None, PinTable pins not None, pin_slow, dict registry, lookup,
                  first_change, active, transaction_error):
         self.log, self.pins, self.pin_slow = log, pins, pin_slow  # pin_slow: BufferManager.pin(pid, load)
@@ -134,6 +122,10 @@ cdef class PageApplier:
     def apply(self, tx, pid, unsigned int opcode, payload, unsigned int rtype=REC_UPDATE, uint64_t undo_next=0,
               bint fresh=False) -> int:
         """Log and perform one page operation (``Engine.apply``); returns the record's LSN."""
+        return self.apply_op(tx, pid, opcode, payload, rtype, undo_next, fresh)
+
+    cdef object apply_op(self, tx, pid, unsigned int opcode, payload, unsigned int rtype, uint64_t undo_next,
+                         bint fresh):
         cdef Frame f
         cdef Py_buffer view
         cdef char *page
@@ -176,7 +168,10 @@ cdef class PageApplier:
 
     def update(self, tx, pid, unsigned int opcode, payload, bint fresh=False) -> int:
         """``apply`` by an active transaction (``Engine.update``)."""
+        return self.update_op(tx, pid, opcode, payload, fresh)
+
+    cdef object update_op(self, tx, pid, unsigned int opcode, payload, bint fresh):
         if tx.state is not self.active:
             tx.require_active()  # raises, saying the state
             raise self.transaction_error(f"transaction {tx.xid} is not active")
-        return self.apply(tx, pid, opcode, payload, REC_UPDATE, 0, fresh)
+        return self.apply_op(tx, pid, opcode, payload, REC_UPDATE, 0, fresh)

@@ -125,30 +125,40 @@ cdef unsigned long long inner_child(Page b, Py_ssize_t size, Py_ssize_t i) excep
     return child
 
 
-def leaf_find(const unsigned char[::1] buf, const unsigned char[::1] key):
-    """(index, slot count, value): the index of the first leaf key ``>= key``, and the value
-    stored under ``key`` when that key is ``key`` itself (else None)."""
-    cdef Page b = start(buf)
-    cdef Py_ssize_t size = buf.shape[0]
+cdef int leaf_lookup(const unsigned char *b, Py_ssize_t size, const unsigned char *probe, Py_ssize_t plen,
+                     Py_ssize_t *idx, Py_ssize_t *n_out, Py_ssize_t *voff, Py_ssize_t *vlen) except -1:
+    """``leaf_find`` on a page in memory: 1 when ``probe`` is there (its value at ``voff``,
+    ``vlen`` bytes), else 0; ``idx`` the index of the first key ``>= probe``, ``n_out`` the
+    slot count."""
     cdef Py_ssize_t n = nslots(b, size)
     cdef Py_ssize_t lo = 0, hi = n, mid, kl, d, off, ln
     cdef const unsigned char *k
-    cdef Page probe = start(key)
     while lo < hi:
         mid = (lo + hi) >> 1
         slot_key(b, size, mid, True, &k, &kl)
-        if cmp_keys(k, kl, probe, key.shape[0]) < 0:
+        if cmp_keys(k, kl, probe, plen) < 0:
             lo = mid + 1
         else:
             hi = mid
+    idx[0], n_out[0] = lo, n
     if lo < n:
         slot_key(b, size, lo, True, &k, &kl)
-        if cmp_keys(k, kl, probe, key.shape[0]) == 0:
+        if cmp_keys(k, kl, probe, plen) == 0:
             d = C_DIR_START + 4 * lo
             off = b[d] | (b[d + 1] << 8)
             ln = b[d + 2] | (b[d + 3] << 8)
-            return lo, n, bytes(buf[off + 2 + kl : off + ln])
-    return lo, n, None
+            voff[0], vlen[0] = off + 2 + kl, ln - 2 - kl
+            return 1
+    return 0
+
+
+def leaf_find(const unsigned char[::1] buf, const unsigned char[::1] key):
+    """(index, slot count, value): the index of the first leaf key ``>= key``, and the value
+    stored under ``key`` when that key is ``key`` itself (else None)."""
+    cdef Py_ssize_t i, n, voff, vlen
+    if leaf_lookup(start(buf), buf.shape[0], start(key), key.shape[0], &i, &n, &voff, &vlen):
+        return i, n, bytes(buf[voff : voff + vlen])
+    return i, n, None
 
 
 def descend(PinTable table, pin, pid, bytes key, int inner_type, list path=None):
@@ -156,6 +166,11 @@ def descend(PinTable table, pin, pid, bytes key, int inner_type, list path=None)
     ``(inner pid, child index, slot count)`` per level. Each page is pinned (``table``, or
     ``pin(pid)`` — the buffer's loading path — when it is not resident), latched, searched and
     released before the next; the caller holds the tree's latch, so the walk is consistent."""
+    return descend_to_leaf(table, pin, pid, key, inner_type, path)
+
+
+cdef object descend_to_leaf(PinTable table, object pin, object pid, bytes key, int inner_type, list path):
+    """``descend``, for C callers (``traxfs.ext.treeleaf``)."""
     cdef Frame f
     cdef Page b
     cdef Py_ssize_t size, n, i

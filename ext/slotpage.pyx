@@ -43,11 +43,16 @@ cdef Py_ssize_t _used(const unsigned char *p, Py_ssize_t size, Py_ssize_t *n_out
     return used
 
 
+cdef Py_ssize_t free_bytes(const unsigned char *p, Py_ssize_t size) except -1:
+    """``free_space`` of a page in memory."""
+    cdef Py_ssize_t n
+    cdef Py_ssize_t used = _used(p, size, &n)
+    return size - DIR_START - 4 * n - used
+
+
 def free_space(const unsigned char[::1] buf) -> int:
     """Bytes available for one more record including its directory entry."""
-    cdef Py_ssize_t n
-    cdef Py_ssize_t used = _used(&buf[0], buf.shape[0], &n)
-    return buf.shape[0] - DIR_START - 4 * n - used
+    return free_bytes(&buf[0], buf.shape[0])
 
 
 cdef int _compact(unsigned char *p, Py_ssize_t size, Py_ssize_t n) except -1:

@@ -6,8 +6,10 @@ leaf that stays at least a quarter full (or is the root).
 A put or a delete is a nested top action (``traxfs.fs.struct.common``): under the tree's latch,
 read the root from the header, descend, find the key in the leaf, log and apply one slot
 operation, close the action with its logical undo. In Python that bookkeeping — about twenty
-calls — cost more than half of a put; here it is one call, and what it calls (the descent, the
-leaf search, the engine's update and the action's end) is C already or the engine's public face.
+calls — cost more than half of a put; here it is one call, and the descent, the leaf search, the
+engine's update (``PageApplier``) and the action's end (its ``LOGICAL`` record, appended as
+``Engine.nta_end`` does) are C calls into the modules that own them; only the operation's redo
+is Python.
 Anything else — a split, a value of another length, a merge or a leaf to free, a version 1
 header, a latch or page someone holds, a page not resident — is declined *before anything
 changes* (``(False, None)``) and the caller takes the general path (``BTree._put`` / ``_delete``
@@ -21,16 +23,22 @@ methods, its page layout and its opcodes.
 import struct
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport uint64_t
+from libc.string cimport memcmp
 
-from .nodesearch import descend, leaf_find
+from .logapply cimport PageApplier
+from .nodesearch cimport descend_to_leaf, leaf_lookup
 from .pagepin cimport Frame, PinTable
-from .slotpage import diff_runs, free_space
+from .slotpage cimport free_bytes
+
+from .slotpage import diff_runs
 
 cdef object U16 = struct.Struct("<H").pack
 cdef object UNDO_HEAD = struct.Struct("<QQ").pack  # header pid, the action's start LSN
 cdef object UNDO_PUT_HEAD = struct.Struct("<BH").pack  # had_old, key length
 cdef tuple NOT_HERE = (False, None)
+cdef uint64_t NO_PAGE = <uint64_t>-1
 
 
 cdef inline uint64_t get_u64(const unsigned char *p) noexcept nogil:
@@ -45,26 +53,27 @@ cdef class LeafChange:
     """The put and delete of one tree inside a leaf (``BTree.put``, ``BTree.delete``)."""
 
     cdef PinTable pins
-    cdef object pin, update, nta_begin, nta_end, rollback_to, active, lock
+    cdef PageApplier applier
+    cdef object pin, rollback_to, active, lock
     cdef uint64_t header
     cdef int inner_type, version
     cdef Py_ssize_t version_off, root_off, capacity, underfull
-    cdef unsigned int op_insert, op_patch, op_delete, undo_put, undo_patch, undo_delete
+    cdef unsigned int logical, op_insert, op_patch, op_delete, undo_put, undo_patch, undo_delete
 
-    def __init__(self, engine, uint64_t header, lock, active, int inner_type, int version, Py_ssize_t version_off,
-                 Py_ssize_t root_off, Py_ssize_t capacity, Py_ssize_t underfull, unsigned int op_insert,
-                 unsigned int op_patch, unsigned int op_delete, unsigned int undo_put, unsigned int undo_patch,
-                 unsigned int undo_delete):
-        self.pins, self.pin = engine.pin_table, engine.pin
-        self.update, self.rollback_to = engine.update, engine.rollback_to
-        self.nta_begin, self.nta_end = engine.nta_begin, engine.nta_end
+    def __init__(self, engine, uint64_t header, lock, active, unsigned int logical, int inner_type, int version,
+                 Py_ssize_t version_off, Py_ssize_t root_off, Py_ssize_t capacity, Py_ssize_t underfull,
+                 unsigned int op_insert, unsigned int op_patch, unsigned int op_delete, unsigned int undo_put,
+                 unsigned int undo_patch, unsigned int undo_delete):
+        self.pins, self.pin, self.applier = engine.pin_table, engine.pin, engine.applier
+        self.rollback_to = engine.rollback_to
         self.header, self.lock = header, lock  # the tree's header page and its latch's lock
-        self.active = active  # TxState.ACTIVE
+        self.active, self.logical = active, logical  # TxState.ACTIVE, RecType.LOGICAL
         self.inner_type, self.version = inner_type, version
         self.version_off, self.root_off = version_off, root_off
         self.capacity, self.underfull = capacity, underfull  # a slotted page's bytes; the merge threshold
         self.op_insert, self.op_patch, self.op_delete = op_insert, op_patch, op_delete  # OP_SLOT_*
-        self.undo_put, self.undo_patch, self.undo_delete = undo_put, undo_patch, undo_delete  # the tree's
+        # the tree's logical undos (registered when its module was imported, as nta_end checks)
+        self.undo_put, self.undo_patch, self.undo_delete = undo_put, undo_patch, undo_delete
 
     cdef Frame pin_latched(self, pid):
         """The frame of ``pid`` pinned and latched, if resident and its latch free; else None."""
@@ -96,51 +105,60 @@ cdef class LeafChange:
         finally:
             self.release(f)
 
-    cdef object close(self, tx, nta, unsigned int undo, bytes undo_tail):
-        """End the nested top action with its logical undo; if that fails, roll the action's
-        record back (its savepoint) before the error goes on."""
+    cdef object close(self, tx, uint64_t start_lsn, unsigned int undo, bytes undo_tail):
+        """End the nested top action begun at ``start_lsn`` with its logical undo (the record
+        ``Engine.nta_end`` appends); if that fails, roll the action's record back (its
+        savepoint) before the error goes on."""
+        cdef bytes payload = UNDO_HEAD(self.header, start_lsn) + undo_tail
         try:
-            self.nta_end(nta, undo, UNDO_HEAD(self.header, nta.start_lsn) + undo_tail)
+            self.applier.append_tx(tx, self.logical, NO_PAGE, undo, start_lsn, PyBytes_AS_STRING(payload),
+                                   PyBytes_GET_SIZE(payload), None)
         except BaseException:
-            if tx.last_lsn != nta.start_lsn:
-                self.rollback_to(tx, nta.start_lsn)
+            if tx.last_lsn != start_lsn:
+                self.rollback_to(tx, start_lsn)
             raise
 
     def put(self, tx, bytes key, bytes value) -> tuple:
         """Put ``key`` → ``value`` (sizes already checked): ``(True, old value or None)`` when
         done here, ``(False, None)`` when nothing was done."""
         cdef Frame f
-        cdef Py_ssize_t klen = len(key)
+        cdef const unsigned char *b
+        cdef Py_ssize_t klen = len(key), vlen = len(value), size, i, n, voff, olen
+        cdef uint64_t start_lsn
         if tx.state is not self.active or not self.lock.acquire(False):
             return NOT_HERE
         try:
             root = self.root()
             if root is None:
                 return NOT_HERE
-            leaf = descend(self.pins, self.pin, root, key, self.inner_type, None)
+            leaf = descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None)
             f = self.pin_latched(leaf)
             if f is None:
                 return NOT_HERE
             try:
-                i, _n, old = leaf_find(f.data, key)
-                if old is None:
+                b = <const unsigned char *>PyByteArray_AS_STRING(f.data)
+                size = PyByteArray_GET_SIZE(f.data)
+                if not leaf_lookup(b, size, <const unsigned char *>PyBytes_AS_STRING(key), klen, &i, &n, &voff,
+                                   &olen):
+                    old = None
                     rec = U16(klen) + key + value
-                    if free_space(f.data) < len(rec) + 4:
+                    if free_bytes(b, size) < len(rec) + 4:
                         return NOT_HERE
                     opcode, page_payload = self.op_insert, U16(i) + rec
                     undo, undo_tail = self.undo_put, UNDO_PUT_HEAD(0, klen) + key
-                elif old == value:
-                    return True, old
-                elif len(old) == len(value):  # only the bytes that changed are logged
+                elif olen != vlen:
+                    return NOT_HERE
+                elif memcmp(b + voff, PyBytes_AS_STRING(value), <size_t>vlen) == 0:
+                    return True, value
+                else:  # only the bytes that changed are logged
+                    old = PyBytes_FromStringAndSize(<const char *>b + voff, olen)
                     opcode, page_payload = self.op_patch, U16(i) + diff_runs(old, value, 2 + klen)
                     undo, undo_tail = self.undo_patch, U16(klen) + key + diff_runs(old, value)
-                else:
-                    return NOT_HERE
-                nta = self.nta_begin(tx)
-                self.update(tx, leaf, opcode, page_payload)
+                start_lsn = tx.last_lsn
+                self.applier.update_op(tx, leaf, opcode, page_payload, False)
             finally:
                 self.release(f)
-            self.close(tx, nta, undo, undo_tail)
+            self.close(tx, start_lsn, undo, undo_tail)
             return True, old
         finally:
             self.lock.release()
@@ -149,32 +167,37 @@ cdef class LeafChange:
         """Delete ``key``: ``(True, its value or None)`` when done here, ``(False, None)`` when
         nothing was done (the leaf would be freed or merged)."""
         cdef Frame f
-        cdef Py_ssize_t klen = len(key), used_after
+        cdef const unsigned char *b
+        cdef Py_ssize_t klen = len(key), size, i, n, voff, olen, used_after
+        cdef uint64_t start_lsn
         if tx.state is not self.active or not self.lock.acquire(False):
             return NOT_HERE
         try:
             root = self.root()
             if root is None:
                 return NOT_HERE
-            leaf = descend(self.pins, self.pin, root, key, self.inner_type, None)
+            leaf = descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None)
             f = self.pin_latched(leaf)
             if f is None:
                 return NOT_HERE
             try:
-                i, n, old = leaf_find(f.data, key)
-                if old is None:
+                b = <const unsigned char *>PyByteArray_AS_STRING(f.data)
+                size = PyByteArray_GET_SIZE(f.data)
+                if not leaf_lookup(b, size, <const unsigned char *>PyBytes_AS_STRING(key), klen, &i, &n, &voff,
+                                   &olen):
                     return True, None
+                old = PyBytes_FromStringAndSize(<const char *>b + voff, olen)
                 rec = U16(klen) + key + old
                 # the bytes the leaf uses once the record and its slot are gone (as BTree._delete
                 # measures them): below a quarter of a page, or empty, it is merged or freed
-                used_after = self.capacity - free_space(f.data) - len(rec) - 4
+                used_after = self.capacity - free_bytes(b, size) - len(rec) - 4
                 if leaf != root and (n == 1 or used_after < self.underfull):
                     return NOT_HERE
-                nta = self.nta_begin(tx)
-                self.update(tx, leaf, self.op_delete, U16(i) + rec)
+                start_lsn = tx.last_lsn
+                self.applier.update_op(tx, leaf, self.op_delete, U16(i) + rec, False)
             finally:
                 self.release(f)
-            self.close(tx, nta, self.undo_delete, U16(klen) + key + old)
+            self.close(tx, start_lsn, self.undo_delete, U16(klen) + key + old)
             return True, old
         finally:
             self.lock.release()

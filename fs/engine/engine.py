@@ -27,6 +27,7 @@ the log manager, the log store, the allocator) is the engine's own:
 * space: ``alloc_region``, ``alloc_at``, ``free_region``, ``free_page`` (reusable once durable),
   ``is_allocated``, ``free_pages``, ``quarantined_pages``, ``pages_in_use``, ``page_count``, ``first_data_page``;
 * raw data pages: ``raw`` (:class:`~traxfs.fs.engine.raw.RawPages`: bytes written outside the log);
+* C paths of the structures: ``applier`` (``traxfs.ext.logapply.PageApplier``: ``apply`` and ``_append`` from C);
 * durability: ``make_durable``, ``next_lsn``, log barriers (``add_log_barrier``);
 * damage and state: ``note_damage``/``clear_damage``, ``damage``, ``crashed``, ``sb`` (the
   superblock as last written: read it, never write it), ``stats``.
@@ -227,9 +228,11 @@ class Engine:
                               policy=self._policy, on_pressure=self._ckpt_requested.set)
         self.log.trunc_lsn = self.sb.trunc_lsn
         self._max_xid = max_xid
-        applier = PageApplier(self.log.appender, self.buffer.pins, self.buffer.pin, opcodes.REGISTRY, opcodes.lookup,
-                              self._first_change, TxState.ACTIVE, TransactionError)
-        self._append, self.apply, self.update = applier.append, applier.apply, applier.update
+        # the C page applier; ``applier`` is public for the structures' own C paths
+        # (``traxfs.ext.treeleaf``), which log through it without a Python call
+        self.applier = PageApplier(self.log.appender, self.buffer.pins, self.buffer.pin, opcodes.REGISTRY,
+                                   opcodes.lookup, self._first_change, TxState.ACTIVE, TransactionError)
+        self._append, self.apply, self.update = self.applier.append, self.applier.apply, self.applier.update
 
     def _write_sb(self, **changes) -> None:
         with self._sb_lock:

@@ -56,6 +56,7 @@ from ...ext.slotpage import diff_runs
 from ...ext.treeleaf import LeafChange
 from ..engine import check as engine_check
 from ..engine import opcodes, slotted
+from ..engine.logrecord import RecType
 from ..engine.page import HEADER_SIZE, PageType
 from ..engine.xact import Transaction, TxState
 from .btree_build import build_tree
@@ -313,10 +314,10 @@ class BTree(LoggedMap):
         """The common case of a put or a delete — one leaf changes — in C (``traxfs.ext.treeleaf``),
         made at the first change. Whatever it declines, having changed nothing, is ``LoggedMap``'s."""
         if self._in_leaf is None:
-            self._in_leaf = LeafChange(self.e, self.header, self.latch.lock, TxState.ACTIVE, INNER, VERSION,
-                                       VERSION_OFF, ROOT_OFF, PAGE_CAPACITY, UNDERFULL, opcodes.OP_SLOT_INSERT,
-                                       opcodes.OP_SLOT_PATCH, opcodes.OP_SLOT_DELETE, OP_UNDO_PUT, OP_UNDO_PATCH,
-                                       OP_UNDO_DELETE)
+            self._in_leaf = LeafChange(self.e, self.header, self.latch.lock, TxState.ACTIVE, RecType.LOGICAL, INNER,
+                                       VERSION, VERSION_OFF, ROOT_OFF, PAGE_CAPACITY, UNDERFULL,
+                                       opcodes.OP_SLOT_INSERT, opcodes.OP_SLOT_PATCH, opcodes.OP_SLOT_DELETE,
+                                       OP_UNDO_PUT, OP_UNDO_PATCH, OP_UNDO_DELETE)
         return self._in_leaf
 
     def put(self, tx: Transaction, key: bytes, value: bytes) -> bytes | None:
