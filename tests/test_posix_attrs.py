@@ -379,7 +379,9 @@ def test_xattr_create_and_replace_flags(mnt):
     assert errno_of(lambda: os.setxattr(p, "user.k", b"v4", os.XATTR_REPLACE)) == "ENODATA"
 
 
-@pytest.mark.parametrize("value", [b"", b"\0", b"\0binary\xff\0with nuls\0", bytes(range(256)) * 4])
+@pytest.mark.parametrize("value", [b"", b"\0", b"\0binary\xff\0with nuls\0", bytes(range(256)) * 4,
+                                   # around the 1,000-byte chunks a value is kept in (fs/keys.py CHUNK)
+                                   b"a" * 999, b"b" * 1000, b"c" * 1001, b"d" * 2000, bytes(range(256)) * 256])
 def test_xattr_values_are_stored_exactly(mnt, value):
     touch(mnt / "f")
     os.setxattr(mnt / "f", "user.v", value)
