@@ -20,8 +20,10 @@ multi-threaded loop does; it also defines ``fuse_session_fd``, ``fuse_session_re
 ``fuse_session_unmount`` and ``fuse_session_destroy`` for that): a request for one of our slots
 is answered start to end by the thread that read it, one call into Python, no hand-off; a
 thread that waits (for the device, the log) holds up only its request, since another starts
-to read while none is idle, and the spares end when the burst is over. Every other request is
-queued for pyfuse3's tasks, which wait on a pipe instead of the device.
+to read while none is idle, and the spares end when the burst is over; a reader that has just
+answered polls the device briefly before it sleeps, so a serial caller's next request costs no
+wake-up. Every other request is queued for pyfuse3's tasks, which wait on a pipe instead of the
+device.
 
 Import order matters and is checked loudly: the ``traxfs`` package imports this module first,
 before anything under it can import pyfuse3 (Python opens extensions ``RTLD_NOW``, so a pyfuse3
@@ -338,6 +340,9 @@ cdef extern from *:
         char *mem = malloc(cap);
         int ended = mem == NULL;  /* the device is gone (or this thread cannot read it) */
         struct epoll_event got[2];
+        /* this reader has just answered a request itself (not queued one for pyfuse3, whose
+           answer comes later from another thread): its caller's next request may be close */
+        int answered = 0;
         /* one Python thread state for the thread's life: the handlers' GIL acquisitions then
            cost a lock, not a new thread state each */
         PyGILState_STATE gil = PyGILState_Ensure();
@@ -350,7 +355,8 @@ cdef extern from *:
             pthread_mutex_unlock(&traxll_rd.lock);
             ssize_t n = -1;
             uint32_t dev_events = 0, stop_events = 0;
-            int k = 0, spun = traxll_spin(mem, cap, &n);
+            int k = 0, spun = answered && traxll_spin(mem, cap, &n);
+            answered = 0;  /* one poll per request answered */
             if (!spun)
                 k = epoll_wait(traxll_rd.ep, got, 2, -1);
             if (k < 0 && errno != EINTR) {
@@ -404,6 +410,7 @@ cdef extern from *:
                 b.fd = -1;
                 traxll_process(se, &b);  /* our handler takes the GIL itself */
                 __atomic_add_fetch(&traxll_rd.direct, 1, __ATOMIC_RELAXED);
+                answered = 1;
                 pthread_mutex_lock(&traxll_rd.lock);
                 continue;
             }
