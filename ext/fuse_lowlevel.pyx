@@ -1,7 +1,7 @@
 # cython: language_level=3
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
-create, write, flush, release, fsync, getxattr, unlink), added without forking pyfuse3.
+create, read, write, flush, release, fsync, getxattr, unlink), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -43,6 +43,7 @@ import logging
 import sys
 import threading
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memset
 
@@ -73,7 +74,8 @@ cdef extern from *:
        were made through us: zero after pyfuse3.init() means pyfuse3 bypassed this module. */
     enum { TRAXLL_LSEEK = 1, TRAXLL_FALLOCATE = 2, TRAXLL_IOCTL = 4, TRAXLL_LOOKUP = 8, TRAXLL_GETATTR = 16,
            TRAXLL_FORGET = 32, TRAXLL_CREATE = 64, TRAXLL_WRITE = 128, TRAXLL_FLUSH = 256,
-           TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096 };
+           TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
+           TRAXLL_READ = 8192 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -109,6 +111,7 @@ cdef extern from *:
         TRAXLL_TAKE(lookup, TRAXLL_LOOKUP)
         TRAXLL_TAKE(getattr, TRAXLL_GETATTR)
         TRAXLL_TAKE(create, TRAXLL_CREATE)
+        TRAXLL_TAKE(read, TRAXLL_READ)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -189,6 +192,7 @@ cdef extern from *:
         case 2: case 42: return traxll_filled & TRAXLL_FORGET;  /* FORGET, BATCH_FORGET */
         case 3: return traxll_filled & TRAXLL_GETATTR;
         case 10: return traxll_filled & TRAXLL_UNLINK;
+        case 15: return traxll_filled & TRAXLL_READ;
         case 16: return traxll_filled & TRAXLL_WRITE;
         case 18: return traxll_filled & TRAXLL_RELEASE;
         case 20: return traxll_filled & TRAXLL_FSYNC;
@@ -719,6 +723,7 @@ cdef extern from *:
         void (*getattr)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*unlink)(fuse_req_t, fuse_ino_t, const char*) noexcept
         void (*create)(fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*) noexcept
+        void (*read)(fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*) noexcept
         void (*write)(fuse_req_t, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) noexcept
         void (*flush)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*release)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
@@ -731,7 +736,7 @@ cdef extern from *:
     fuse_lowlevel_ops traxll_extra
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
-    unsigned TRAXLL_UNLINK
+    unsigned TRAXLL_UNLINK, TRAXLL_READ
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
@@ -765,7 +770,7 @@ DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for readers still answering 
 _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IOCTL, "lookup": TRAXLL_LOOKUP,
         "getattr": TRAXLL_GETATTR, "forget": TRAXLL_FORGET, "create": TRAXLL_CREATE, "write": TRAXLL_WRITE,
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
-        "unlink": TRAXLL_UNLINK}
+        "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -798,7 +803,7 @@ cdef class _Request:
     cdef bint answered
     cdef bint pending  # in _pending until answered
     cdef fuse_file_info fi  # create: the kernel's open flags, filled with the handle
-    cdef size_t size  # getxattr: the caller's buffer (0: it asks for the size)
+    cdef size_t size  # getxattr: the caller's buffer (0: it asks for the size); read: the bytes asked
     cdef fuse_ino_t ino  # write: the file and where (its cached pages dropped after a direct one)
     cdef off_t off
 
@@ -823,6 +828,7 @@ cdef class _Request:
         cdef fuse_entry_param e
         cdef off_t off
         cdef size_t n
+        cdef Py_buffer view
         cdef int ret = 0
         cdef str op = self.op
         if op == "write":
@@ -832,6 +838,15 @@ cdef class _Request:
                     traxll_drop_written(self.ino, self.off, n)
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
+        elif op == "read":
+            PyObject_GetBuffer(result, &view, PyBUF_SIMPLE)
+            try:
+                if <size_t> view.len > self.size:
+                    raise ValueError(f"read handler returned {view.len} bytes for a read of {self.size}")
+                if self._claim():
+                    ret = fuse_reply_buf(self.req, <const char*> view.buf, <size_t> view.len)
+            finally:
+                PyBuffer_Release(&view)
         elif op in ("flush", "release", "fsync", "unlink", "fallocate"):
             if self._claim():
                 ret = fuse_reply_err(self.req, 0)
@@ -981,6 +996,15 @@ cdef void _ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size
     _dispatch(req, "write", args, fi, 0, ino, off)
 
 
+cdef void _ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) noexcept with gil:
+    try:
+        args = (fi.fh, off, size)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "read", args, NULL, size)
+
+
 cdef void _ll_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
     _dispatch(req, "flush", (fi.fh,))
 
@@ -1071,6 +1095,7 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
     * ``unlink(parent, name, pid, uid, gid)``, ``flush(fh)``, ``release(fh)``,
       ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data)`` -> bytes written;
+    * ``read(fh, off, size)`` -> at most ``size`` bytes (any object with the buffer interface);
     * ``getxattr(ino, name)`` -> the value (the size check against the caller's buffer is done here);
     * ``lseek(ino, off, whence, fh)`` -> new offset, for ``SEEK_DATA`` / ``SEEK_HOLE`` (the kernel
       handles the other whences itself);
@@ -1107,6 +1132,8 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.forget_multi = _ll_forget_multi
     if "create" in served:
         traxll_extra.create = _ll_create
+    if "read" in served:
+        traxll_extra.read = _ll_read
     if "write" in served:
         traxll_extra.write = _ll_write
     if "flush" in served:

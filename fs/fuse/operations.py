@@ -5,8 +5,8 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Two routes in. The hot requests (lookup, getattr, forget, create, write, flush, release, fsync,
-getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
+Two routes in. The hot requests (lookup, getattr, forget, create, read, write, flush, release,
+fsync, getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
 and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
 threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
 as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
@@ -138,7 +138,8 @@ class TraxOperations(pyfuse3.Operations):
         six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
             {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
-             "create": self.ll_create, "write": self.ll_write, "flush": self.ll_flush, "release": self.ll_release,
+             "create": self.ll_create, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
+             "release": self.ll_release,
              "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
              "ioctl": self.ioctl},
             ioctl_cmds=IOCTL_CMDS)
@@ -286,8 +287,8 @@ class TraxOperations(pyfuse3.Operations):
         return self._entry_tuple(node), (self._opened(handle), handle.direct_io, handle.keep_cache,
                                          handle.nonseekable)
 
-    async def read(self, fh, off, size):
-        return await self._run(self._open[fh].read, off, size)
+    def ll_read(self, fh: int, off: int, size: int) -> bytes:
+        return self._call(self._open[fh].read, off, size)
 
     def ll_write(self, fh: int, off: int, data: bytes) -> int:
         return self._call(self._open[fh].write, off, data)
