@@ -1,7 +1,7 @@
 # cython: language_level=3
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
-create, read, write, flush, release, fsync, getxattr, unlink), added without forking pyfuse3.
+create, open, read, write, flush, release, fsync, getxattr, unlink), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -75,7 +75,7 @@ cdef extern from *:
     enum { TRAXLL_LSEEK = 1, TRAXLL_FALLOCATE = 2, TRAXLL_IOCTL = 4, TRAXLL_LOOKUP = 8, TRAXLL_GETATTR = 16,
            TRAXLL_FORGET = 32, TRAXLL_CREATE = 64, TRAXLL_WRITE = 128, TRAXLL_FLUSH = 256,
            TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
-           TRAXLL_READ = 8192 };
+           TRAXLL_READ = 8192, TRAXLL_OPEN = 16384 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -112,6 +112,7 @@ cdef extern from *:
         TRAXLL_TAKE(getattr, TRAXLL_GETATTR)
         TRAXLL_TAKE(create, TRAXLL_CREATE)
         TRAXLL_TAKE(read, TRAXLL_READ)
+        TRAXLL_TAKE(open, TRAXLL_OPEN)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -192,6 +193,7 @@ cdef extern from *:
         case 2: case 42: return traxll_filled & TRAXLL_FORGET;  /* FORGET, BATCH_FORGET */
         case 3: return traxll_filled & TRAXLL_GETATTR;
         case 10: return traxll_filled & TRAXLL_UNLINK;
+        case 14: return traxll_filled & TRAXLL_OPEN;
         case 15: return traxll_filled & TRAXLL_READ;
         case 16: return traxll_filled & TRAXLL_WRITE;
         case 18: return traxll_filled & TRAXLL_RELEASE;
@@ -723,6 +725,7 @@ cdef extern from *:
         void (*getattr)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*unlink)(fuse_req_t, fuse_ino_t, const char*) noexcept
         void (*create)(fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*) noexcept
+        void (*open)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*read)(fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*) noexcept
         void (*write)(fuse_req_t, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) noexcept
         void (*flush)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
@@ -736,7 +739,7 @@ cdef extern from *:
     fuse_lowlevel_ops traxll_extra
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
-    unsigned TRAXLL_UNLINK, TRAXLL_READ
+    unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
@@ -756,6 +759,7 @@ cdef extern from *:
     void fuse_reply_none(fuse_req_t req) nogil
     int fuse_reply_entry(fuse_req_t req, const fuse_entry_param* e) nogil
     int fuse_reply_create(fuse_req_t req, const fuse_entry_param* e, const fuse_file_info* fi) nogil
+    int fuse_reply_open(fuse_req_t req, const fuse_file_info* fi) nogil
     int fuse_reply_attr(fuse_req_t req, const stat* attr, double attr_timeout) nogil
     int fuse_reply_write(fuse_req_t req, size_t count) nogil
     int fuse_reply_buf(fuse_req_t req, const char* buf, size_t size) nogil
@@ -770,7 +774,7 @@ DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for readers still answering 
 _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IOCTL, "lookup": TRAXLL_LOOKUP,
         "getattr": TRAXLL_GETATTR, "forget": TRAXLL_FORGET, "create": TRAXLL_CREATE, "write": TRAXLL_WRITE,
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
-        "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ}
+        "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -838,6 +842,10 @@ cdef class _Request:
                     traxll_drop_written(self.ino, self.off, n)
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
+        elif op == "open":
+            traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
+            if self._claim():
+                ret = fuse_reply_open(self.req, &self.fi)
         elif op == "read":
             PyObject_GetBuffer(result, &view, PyBUF_SIMPLE)
             try:
@@ -996,6 +1004,15 @@ cdef void _ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size
     _dispatch(req, "write", args, fi, 0, ino, off)
 
 
+cdef void _ll_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
+    try:
+        args = (ino, fi.flags) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "open", args, fi)
+
+
 cdef void _ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) noexcept with gil:
     try:
         args = (fi.fh, off, size)
@@ -1091,7 +1108,8 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
       tuple ``(ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
-      keep_cache, nonseekable))``;
+      keep_cache, nonseekable))``; ``open(ino, flags, pid, uid, gid)`` -> ``(fh, direct_io,
+      keep_cache, nonseekable)``;
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
     * ``unlink(parent, name, pid, uid, gid)``, ``flush(fh)``, ``release(fh)``,
       ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data)`` -> bytes written;
@@ -1132,6 +1150,8 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.forget_multi = _ll_forget_multi
     if "create" in served:
         traxll_extra.create = _ll_create
+    if "open" in served:
+        traxll_extra.open = _ll_open
     if "read" in served:
         traxll_extra.read = _ll_read
     if "write" in served:

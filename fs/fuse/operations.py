@@ -5,8 +5,8 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Two routes in. The hot requests (lookup, getattr, forget, create, read, write, flush, release,
-fsync, getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
+Two routes in. The hot requests (lookup, getattr, forget, create, open, read, write, flush,
+release, fsync, getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
 and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
 threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
 as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
@@ -14,7 +14,7 @@ device or the log holds up only its own request; another reads meanwhile). Every
 comes through pyfuse3 (the ``async`` methods), whose trio task per request costs more than most
 of these calls (issue 17): its filesystem call runs in a worker thread (``workers.WorkerPool``),
 so a slow device read or a long truncate delays only the request that asked for it; the
-read-only ones (readlink, getxattr, listxattr, opendir, and an open that truncates nothing) are
+read-only ones (readlink, getxattr, listxattr, opendir) are
 first tried on the trio thread under ``nowait.no_wait()``: answered at once when everything they
 touch is in memory, handed to a worker the moment anything would wait.
 
@@ -48,7 +48,6 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import os
 import struct
 
 import pyfuse3
@@ -72,7 +71,6 @@ SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, E
     ("update_mode", "mode", "st_mode"), ("update_uid", "uid", "st_uid"), ("update_gid", "gid", "st_gid"),
     ("update_size", "size", "st_size"), ("update_atime", "atime_ns", "st_atime_ns"),
     ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
-WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
 DOTS = (b".", b"..")
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # _IOR/_IOW('f', 1/2, long), as the kernel sends them
 FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820  # _IOR/_IOW('X', 31/32, struct fsxattr)
@@ -138,7 +136,7 @@ class TraxOperations(pyfuse3.Operations):
         six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
             {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
-             "create": self.ll_create, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
+             "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
              "release": self.ll_release,
              "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
              "ioctl": self.ioctl},
@@ -273,12 +271,10 @@ class TraxOperations(pyfuse3.Operations):
         await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags, _caller(ctx))
 
     # ----- files --------------------------------------------------------------------------------
-    async def open(self, inode, flags, ctx):
-        # libfuse asks for atomic O_TRUNC: such an open changes the file, so never inline
-        call = self._run if flags & os.O_TRUNC and flags & WRITE_ACCESS else self._read
-        handle = await call(self.fs.open_file, inode, flags, _caller(ctx))
-        return pyfuse3.FileInfo(fh=self._opened(handle), direct_io=handle.direct_io, keep_cache=handle.keep_cache,
-                                nonseekable=handle.nonseekable)
+    def ll_open(self, ino: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
+        """(libfuse asks for atomic O_TRUNC: an open may truncate, on the reader thread.)"""
+        handle = self._call(self.fs.open_file, ino, flags, Caller(pid, uid, gid))
+        return self._opened(handle), handle.direct_io, handle.keep_cache, handle.nonseekable
 
     def ll_create(self, parent: int, name: bytes, mode: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
         node, handle = self._call(self.fs.create_file, parent, name, mode, flags, Caller(pid, uid, gid))
