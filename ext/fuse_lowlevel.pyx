@@ -1,7 +1,8 @@
 # cython: language_level=3
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
-create, open, read, write, flush, release, fsync, getxattr, unlink), added without forking pyfuse3.
+create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename), added
+without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -75,7 +76,8 @@ cdef extern from *:
     enum { TRAXLL_LSEEK = 1, TRAXLL_FALLOCATE = 2, TRAXLL_IOCTL = 4, TRAXLL_LOOKUP = 8, TRAXLL_GETATTR = 16,
            TRAXLL_FORGET = 32, TRAXLL_CREATE = 64, TRAXLL_WRITE = 128, TRAXLL_FLUSH = 256,
            TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
-           TRAXLL_READ = 8192, TRAXLL_OPEN = 16384 };
+           TRAXLL_READ = 8192, TRAXLL_OPEN = 16384, TRAXLL_MKDIR = 32768, TRAXLL_RMDIR = 65536,
+           TRAXLL_RENAME = 131072 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -113,6 +115,9 @@ cdef extern from *:
         TRAXLL_TAKE(create, TRAXLL_CREATE)
         TRAXLL_TAKE(read, TRAXLL_READ)
         TRAXLL_TAKE(open, TRAXLL_OPEN)
+        TRAXLL_TAKE(mkdir, TRAXLL_MKDIR)
+        TRAXLL_TAKE(rmdir, TRAXLL_RMDIR)
+        TRAXLL_TAKE(rename, TRAXLL_RENAME)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -192,7 +197,10 @@ cdef extern from *:
         case 1: return traxll_filled & TRAXLL_LOOKUP;
         case 2: case 42: return traxll_filled & TRAXLL_FORGET;  /* FORGET, BATCH_FORGET */
         case 3: return traxll_filled & TRAXLL_GETATTR;
+        case 9: return traxll_filled & TRAXLL_MKDIR;
         case 10: return traxll_filled & TRAXLL_UNLINK;
+        case 11: return traxll_filled & TRAXLL_RMDIR;
+        case 12: case 45: return traxll_filled & TRAXLL_RENAME;  /* RENAME, RENAME2 */
         case 14: return traxll_filled & TRAXLL_OPEN;
         case 15: return traxll_filled & TRAXLL_READ;
         case 16: return traxll_filled & TRAXLL_WRITE;
@@ -723,7 +731,10 @@ cdef extern from *:
         void (*forget)(fuse_req_t, fuse_ino_t, uint64_t) noexcept
         void (*forget_multi)(fuse_req_t, size_t, fuse_forget_data*) noexcept
         void (*getattr)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
+        void (*mkdir)(fuse_req_t, fuse_ino_t, const char*, mode_t) noexcept
         void (*unlink)(fuse_req_t, fuse_ino_t, const char*) noexcept
+        void (*rmdir)(fuse_req_t, fuse_ino_t, const char*) noexcept
+        void (*rename)(fuse_req_t, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) noexcept
         void (*create)(fuse_req_t, fuse_ino_t, const char*, mode_t, fuse_file_info*) noexcept
         void (*open)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*read)(fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*) noexcept
@@ -739,7 +750,7 @@ cdef extern from *:
     fuse_lowlevel_ops traxll_extra
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
-    unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN
+    unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
@@ -774,7 +785,8 @@ DRAIN_TIMEOUT = 10.0  # at unmount: seconds to wait for readers still answering 
 _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IOCTL, "lookup": TRAXLL_LOOKUP,
         "getattr": TRAXLL_GETATTR, "forget": TRAXLL_FORGET, "create": TRAXLL_CREATE, "write": TRAXLL_WRITE,
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
-        "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN}
+        "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN, "mkdir": TRAXLL_MKDIR,
+        "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -855,10 +867,10 @@ cdef class _Request:
                     ret = fuse_reply_buf(self.req, <const char*> view.buf, <size_t> view.len)
             finally:
                 PyBuffer_Release(&view)
-        elif op in ("flush", "release", "fsync", "unlink", "fallocate"):
+        elif op in ("flush", "release", "fsync", "unlink", "fallocate", "rmdir", "rename"):
             if self._claim():
                 ret = fuse_reply_err(self.req, 0)
-        elif op == "lookup":
+        elif op == "lookup" or op == "mkdir":
             _fill_entry(&e, result)
             if self._claim():
                 ret = fuse_reply_entry(self.req, &e)
@@ -982,6 +994,29 @@ cdef void _ll_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forge
 
 cdef void _ll_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept with gil:
     _dispatch_named(req, "unlink", parent, name)
+
+
+cdef void _ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept with gil:
+    _dispatch_named(req, "rmdir", parent, name)
+
+
+cdef void _ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) noexcept with gil:
+    try:
+        args = (parent, <bytes> name, mode) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "mkdir", args)
+
+
+cdef void _ll_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                     const char* newname, unsigned int flags) noexcept with gil:
+    try:
+        args = (parent, <bytes> name, newparent, <bytes> newname, flags) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "rename", args)
 
 
 cdef void _ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
@@ -1111,7 +1146,9 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
       keep_cache, nonseekable))``; ``open(ino, flags, pid, uid, gid)`` -> ``(fh, direct_io,
       keep_cache, nonseekable)``;
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
-    * ``unlink(parent, name, pid, uid, gid)``, ``flush(fh)``, ``release(fh)``,
+    * ``mkdir(parent, name, mode, pid, uid, gid)`` -> entry tuple;
+    * ``rename(parent, name, new_parent, new_name, flags, pid, uid, gid)`` -> ``None``;
+    * ``unlink(parent, name, pid, uid, gid)``, ``rmdir`` (the same), ``flush(fh)``, ``release(fh)``,
       ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data)`` -> bytes written;
     * ``read(fh, off, size)`` -> at most ``size`` bytes (any object with the buffer interface);
     * ``getxattr(ino, name)`` -> the value (the size check against the caller's buffer is done here);
@@ -1166,6 +1203,12 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.getxattr = _ll_getxattr
     if "unlink" in served:
         traxll_extra.unlink = _ll_unlink
+    if "mkdir" in served:
+        traxll_extra.mkdir = _ll_mkdir
+    if "rmdir" in served:
+        traxll_extra.rmdir = _ll_rmdir
+    if "rename" in served:
+        traxll_extra.rename = _ll_rename
 
 
 def installed() -> frozenset:

@@ -69,11 +69,14 @@ def test_hot_requests_take_the_fast_route(served):
     for i in range(20):
         assert os.stat(d / f"f{i}").st_size == 1000  # looked up again
         assert (d / f"f{i}").read_bytes() == b"x" * 1000
-        os.unlink(d / f"f{i}")
+        os.rename(d / f"f{i}", d / f"g{i}")
+        os.unlink(d / f"g{i}")
+        os.mkdir(d / f"sub{i}")
+        os.rmdir(d / f"sub{i}")
     _drop_kernel_caches()
     after = _status(served)["fuse_lowlevel"]
     for op in ("create", "open", "read", "write", "flush", "release", "fsync", "lookup", "unlink", "forget",
-               "getxattr"):
+               "getxattr", "mkdir", "rmdir", "rename"):
         assert after[op] >= before[op] + 20, (op, before[op], after[op])
     assert after["getattr"] >= before["getattr"]
     assert os.listdir(d) == []

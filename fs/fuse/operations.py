@@ -6,7 +6,7 @@ request on with its caller, turns the answer into what the kernel wants (attribu
 cache timeouts, an open's cache choice) and errors into errnos.
 
 Two routes in. The hot requests (lookup, getattr, forget, create, open, read, write, flush,
-release, fsync, getxattr, unlink: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
+release, fsync, getxattr, unlink, mkdir, rmdir, rename: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
 and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
 threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
 as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
@@ -136,6 +136,7 @@ class TraxOperations(pyfuse3.Operations):
         six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
             {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
+             "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename,
              "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
              "release": self.ll_release,
              "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
@@ -250,9 +251,10 @@ class TraxOperations(pyfuse3.Operations):
         return self._referenced(await self._run(self.fs.create, parent_inode, name, mode, ctx.uid, ctx.gid, rdev,
                                                 caller=_caller(ctx)))
 
-    async def mkdir(self, parent_inode, name, mode, ctx):
-        return self._referenced(await self._run(self.fs.mkdir, parent_inode, name, mode, ctx.uid, ctx.gid,
-                                                caller=_caller(ctx)))
+    def ll_mkdir(self, parent: int, name: bytes, mode: int, pid: int, uid: int, gid: int) -> tuple:
+        node = self._call(self.fs.mkdir, parent, name, mode, uid, gid, Caller(pid, uid, gid))
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
 
     async def symlink(self, parent_inode, name, target, ctx):
         return self._referenced(await self._run(self.fs.symlink, parent_inode, name, target, ctx.uid, ctx.gid,
@@ -264,11 +266,12 @@ class TraxOperations(pyfuse3.Operations):
     def ll_unlink(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> None:
         self._call(self.fs.unlink, parent, name, Caller(pid, uid, gid))
 
-    async def rmdir(self, parent_inode, name, ctx):
-        await self._run(self.fs.rmdir, parent_inode, name, _caller(ctx))
+    def ll_rmdir(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> None:
+        self._call(self.fs.rmdir, parent, name, Caller(pid, uid, gid))
 
-    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
-        await self._run(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags, _caller(ctx))
+    def ll_rename(self, parent: int, name: bytes, new_parent: int, new_name: bytes, flags: int, pid: int, uid: int,
+                  gid: int) -> None:
+        self._call(self.fs.rename, parent, name, new_parent, new_name, flags, Caller(pid, uid, gid))
 
     # ----- files --------------------------------------------------------------------------------
     def ll_open(self, ino: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
