@@ -1,8 +1,8 @@
 # cython: language_level=3
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
-create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename), added
-without forking pyfuse3.
+create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename,
+setattr), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -77,7 +77,7 @@ cdef extern from *:
            TRAXLL_FORGET = 32, TRAXLL_CREATE = 64, TRAXLL_WRITE = 128, TRAXLL_FLUSH = 256,
            TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
            TRAXLL_READ = 8192, TRAXLL_OPEN = 16384, TRAXLL_MKDIR = 32768, TRAXLL_RMDIR = 65536,
-           TRAXLL_RENAME = 131072 };
+           TRAXLL_RENAME = 131072, TRAXLL_SETATTR = 262144 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -118,6 +118,7 @@ cdef extern from *:
         TRAXLL_TAKE(mkdir, TRAXLL_MKDIR)
         TRAXLL_TAKE(rmdir, TRAXLL_RMDIR)
         TRAXLL_TAKE(rename, TRAXLL_RENAME)
+        TRAXLL_TAKE(setattr, TRAXLL_SETATTR)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -197,6 +198,7 @@ cdef extern from *:
         case 1: return traxll_filled & TRAXLL_LOOKUP;
         case 2: case 42: return traxll_filled & TRAXLL_FORGET;  /* FORGET, BATCH_FORGET */
         case 3: return traxll_filled & TRAXLL_GETATTR;
+        case 4: return traxll_filled & TRAXLL_SETATTR;
         case 9: return traxll_filled & TRAXLL_MKDIR;
         case 10: return traxll_filled & TRAXLL_UNLINK;
         case 11: return traxll_filled & TRAXLL_RMDIR;
@@ -691,6 +693,21 @@ cdef extern from *:
         st->st_ctim.tv_sec = ctime_ns / 1000000000; st->st_ctim.tv_nsec = ctime_ns % 1000000000;
     }
 
+    /* A SETATTR's values (times in nanoseconds; "now" — the ``*_NOW`` flags: touch, utimensat
+       UTIME_NOW — read from the realtime clock, as pyfuse3 does). */
+    static int64_t traxll_ns(struct timespec t) { return (int64_t) t.tv_sec * 1000000000 + t.tv_nsec; }
+    static void traxll_setattr_values(const struct stat *a, int to_set, unsigned *mode, unsigned *uid,
+                                      unsigned *gid, int64_t *size, int64_t *atime_ns, int64_t *mtime_ns,
+                                      int64_t *ctime_ns) {
+        struct timespec now = {0, 0};
+        if (to_set & (FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW))
+            clock_gettime(CLOCK_REALTIME, &now);
+        *mode = a->st_mode; *uid = a->st_uid; *gid = a->st_gid; *size = a->st_size;
+        *atime_ns = traxll_ns(to_set & FUSE_SET_ATTR_ATIME ? a->st_atim : now);
+        *mtime_ns = traxll_ns(to_set & FUSE_SET_ATTR_MTIME ? a->st_mtim : now);
+        *ctime_ns = traxll_ns(a->st_ctim);
+    }
+
     static void traxll_set_open(struct fuse_file_info *fi, uint64_t fh, int direct_io, int keep_cache,
                                 int nonseekable) {
         fi->fh = fh;
@@ -731,6 +748,7 @@ cdef extern from *:
         void (*forget)(fuse_req_t, fuse_ino_t, uint64_t) noexcept
         void (*forget_multi)(fuse_req_t, size_t, fuse_forget_data*) noexcept
         void (*getattr)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
+        void (*setattr)(fuse_req_t, fuse_ino_t, stat*, int, fuse_file_info*) noexcept
         void (*mkdir)(fuse_req_t, fuse_ino_t, const char*, mode_t) noexcept
         void (*unlink)(fuse_req_t, fuse_ino_t, const char*) noexcept
         void (*rmdir)(fuse_req_t, fuse_ino_t, const char*) noexcept
@@ -750,7 +768,11 @@ cdef extern from *:
     fuse_lowlevel_ops traxll_extra
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
-    unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME
+    unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME, TRAXLL_SETATTR
+    int FUSE_SET_ATTR_MODE, FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID, FUSE_SET_ATTR_SIZE, FUSE_SET_ATTR_ATIME
+    int FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_ATIME_NOW, FUSE_SET_ATTR_MTIME_NOW, FUSE_SET_ATTR_CTIME
+    void traxll_setattr_values(const stat* a, int to_set, unsigned* mode, unsigned* uid, unsigned* gid,
+                               int64_t* size, int64_t* atime_ns, int64_t* mtime_ns, int64_t* ctime_ns)
     unsigned traxll_filled
     unsigned long traxll_sessions
     void (*traxll_before_destroy)() noexcept
@@ -786,7 +808,7 @@ _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IO
         "getattr": TRAXLL_GETATTR, "forget": TRAXLL_FORGET, "create": TRAXLL_CREATE, "write": TRAXLL_WRITE,
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
         "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN, "mkdir": TRAXLL_MKDIR,
-        "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME}
+        "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME, "setattr": TRAXLL_SETATTR}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -874,7 +896,7 @@ cdef class _Request:
             _fill_entry(&e, result)
             if self._claim():
                 ret = fuse_reply_entry(self.req, &e)
-        elif op == "getattr":
+        elif op == "getattr" or op == "setattr":
             _fill_entry(&e, result)
             if self._claim():
                 ret = fuse_reply_attr(self.req, &e.attr, e.attr_timeout)
@@ -966,6 +988,33 @@ cdef void _ll_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexce
         fuse_reply_err(req, _errno.EIO)
         return
     _dispatch(req, "getattr", args)
+
+
+cdef void _ll_setattr(fuse_req_t req, fuse_ino_t ino, stat* attr, int to_set, fuse_file_info* fi) noexcept with gil:
+    cdef unsigned mode, uid, gid
+    cdef int64_t size, atime_ns, mtime_ns, ctime_ns
+    try:
+        traxll_setattr_values(attr, to_set, &mode, &uid, &gid, &size, &atime_ns, &mtime_ns, &ctime_ns)
+        kw = {}  # what to change, as FileSystem.setattr's keywords
+        if to_set & FUSE_SET_ATTR_MODE:
+            kw["mode"] = mode
+        if to_set & FUSE_SET_ATTR_UID:
+            kw["uid"] = uid
+        if to_set & FUSE_SET_ATTR_GID:
+            kw["gid"] = gid
+        if to_set & FUSE_SET_ATTR_SIZE:
+            kw["size"] = size
+        if to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW):
+            kw["atime_ns"] = atime_ns
+        if to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW):
+            kw["mtime_ns"] = mtime_ns
+        if to_set & FUSE_SET_ATTR_CTIME:
+            kw["ctime_ns"] = ctime_ns
+        args = (ino, kw) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "setattr", args)
 
 
 cdef void _forget(list pairs) noexcept:
@@ -1139,8 +1188,9 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
 
     The ops, their arguments and results:
 
-    * ``lookup(parent, name, pid, uid, gid)`` and ``getattr(ino, pid, uid, gid)`` -> entry
-      tuple ``(ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
+    * ``lookup(parent, name, pid, uid, gid)``, ``getattr(ino, pid, uid, gid)`` and
+      ``setattr(ino, changes, pid, uid, gid)`` (``changes``: ``FileSystem.setattr``'s keywords:
+      mode, uid, gid, size, atime_ns, mtime_ns, ctime_ns; "now" already read) -> entry tuple ``(ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
       keep_cache, nonseekable))``; ``open(ino, flags, pid, uid, gid)`` -> ``(fh, direct_io,
@@ -1203,6 +1253,8 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.getxattr = _ll_getxattr
     if "unlink" in served:
         traxll_extra.unlink = _ll_unlink
+    if "setattr" in served:
+        traxll_extra.setattr = _ll_setattr
     if "mkdir" in served:
         traxll_extra.mkdir = _ll_mkdir
     if "rmdir" in served:

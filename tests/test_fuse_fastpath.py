@@ -70,13 +70,19 @@ def test_hot_requests_take_the_fast_route(served):
         assert os.stat(d / f"f{i}").st_size == 1000  # looked up again
         assert (d / f"f{i}").read_bytes() == b"x" * 1000
         os.rename(d / f"f{i}", d / f"g{i}")
+        os.chmod(d / f"g{i}", 0o600)
+        os.utime(d / f"g{i}", ns=(i, 7 * i))  # explicit times
+        st = os.stat(d / f"g{i}")
+        assert (st.st_mode & 0o777, st.st_atime_ns, st.st_mtime_ns) == (0o600, i, 7 * i)
+        os.utime(d / f"g{i}")  # now
+        assert os.stat(d / f"g{i}").st_mtime_ns > time.time_ns() - 60 * 10**9
         os.unlink(d / f"g{i}")
         os.mkdir(d / f"sub{i}")
         os.rmdir(d / f"sub{i}")
     _drop_kernel_caches()
     after = _status(served)["fuse_lowlevel"]
     for op in ("create", "open", "read", "write", "flush", "release", "fsync", "lookup", "unlink", "forget",
-               "getxattr", "mkdir", "rmdir", "rename"):
+               "getxattr", "mkdir", "rmdir", "rename", "setattr"):
         assert after[op] >= before[op] + 20, (op, before[op], after[op])
     assert after["getattr"] >= before["getattr"]
     assert os.listdir(d) == []

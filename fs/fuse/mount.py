@@ -32,7 +32,8 @@ MIN_TASKS, MAX_TASKS = 8, 64
 READ_AHEAD_KB = 1024  # one full-size FUSE read (max_pages 256) per readahead window
 _one_session = threading.Lock()
 NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "open", "read",
-                    "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename"})  # the slots fuse_lowlevel must fill
+                    "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename",
+                    "setattr"})  # the slots fuse_lowlevel must fill
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,

@@ -5,8 +5,8 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Two routes in. The hot requests (lookup, getattr, forget, create, open, read, write, flush,
-release, fsync, getxattr, unlink, mkdir, rmdir, rename: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
+Two routes in. The hot requests (lookup, getattr, setattr, forget, create, open, read, write,
+flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
 and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
 threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
 as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
@@ -67,10 +67,6 @@ log = logging.getLogger("traxfs.fs")
 
 TIMEOUT = 1.0
 CAPS = b"security.capability"
-SETATTR_FIELDS = (  # pyfuse3 SetattrFields flag, FileSystem.setattr argument, EntryAttributes field
-    ("update_mode", "mode", "st_mode"), ("update_uid", "uid", "st_uid"), ("update_gid", "gid", "st_gid"),
-    ("update_size", "size", "st_size"), ("update_atime", "atime_ns", "st_atime_ns"),
-    ("update_mtime", "mtime_ns", "st_mtime_ns"), ("update_ctime", "ctime_ns", "st_ctime_ns"))
 DOTS = (b".", b"..")
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # _IOR/_IOW('f', 1/2, long), as the kernel sends them
 FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820  # _IOR/_IOW('X', 31/32, struct fsxattr)
@@ -136,7 +132,7 @@ class TraxOperations(pyfuse3.Operations):
         six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
             {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
-             "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename,
+             "setattr": self.ll_setattr, "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename,
              "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
              "release": self.ll_release,
              "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
@@ -183,10 +179,10 @@ class TraxOperations(pyfuse3.Operations):
             self.stats["reads"] += 1
         return await self._run(fn, *args)
 
-    def _call(self, fn, *args):
-        """``fn(*args)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as errnos."""
+    def _call(self, fn, *args, **kw):
+        """``fn(*args, **kw)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as errnos."""
         try:
-            return fn(*args)
+            return fn(*args, **kw)
         except Exception as e:
             raise self._fuse_error(fn, e) from None
 
@@ -240,9 +236,8 @@ class TraxOperations(pyfuse3.Operations):
     def ll_getattr(self, ino: int, pid: int, uid: int, gid: int) -> tuple:
         return self._entry_tuple(self._call(self.fs.getattr, ino, Caller(pid, uid, gid)))
 
-    async def setattr(self, inode, attr, fields, fh, ctx):
-        kw = {arg: getattr(attr, field) for flag, arg, field in SETATTR_FIELDS if getattr(fields, flag)}
-        return self._entry(await self._run(self.fs.setattr, inode, caller=_caller(ctx), **kw))
+    def ll_setattr(self, ino: int, changes: dict, pid: int, uid: int, gid: int) -> tuple:
+        return self._entry_tuple(self._call(self.fs.setattr, ino, caller=Caller(pid, uid, gid), **changes))
 
     async def readlink(self, inode, ctx):
         return await self._read(self.fs.readlink, inode)
