@@ -105,6 +105,18 @@ cdef class LeafChange:
         finally:
             self.release(f)
 
+    cdef tuple locate(self, bytes key):
+        """(root, the leaf that covers ``key``, its frame pinned and latched), the tree's lock
+        held by the caller; None when declined (nothing left pinned)."""
+        root = self.root()
+        if root is None:
+            return None
+        leaf = descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None)
+        f = self.pin_latched(leaf)
+        if f is None:
+            return None
+        return root, leaf, f
+
     cdef object close(self, tx, uint64_t start_lsn, unsigned int undo, bytes undo_tail):
         """End the nested top action begun at ``start_lsn`` with its logical undo (the record
         ``Engine.nta_end`` appends); if that fails, roll the action's record back (its
@@ -128,13 +140,10 @@ cdef class LeafChange:
         if tx.state is not self.active or not self.lock.acquire(False):
             return NOT_HERE
         try:
-            root = self.root()
-            if root is None:
+            found = self.locate(key)
+            if found is None:
                 return NOT_HERE
-            leaf = descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None)
-            f = self.pin_latched(leaf)
-            if f is None:
-                return NOT_HERE
+            root, leaf, f = found
             try:
                 b = <const unsigned char *>PyByteArray_AS_STRING(f.data)
                 size = PyByteArray_GET_SIZE(f.data)
@@ -173,13 +182,10 @@ cdef class LeafChange:
         if tx.state is not self.active or not self.lock.acquire(False):
             return NOT_HERE
         try:
-            root = self.root()
-            if root is None:
+            found = self.locate(key)
+            if found is None:
                 return NOT_HERE
-            leaf = descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None)
-            f = self.pin_latched(leaf)
-            if f is None:
-                return NOT_HERE
+            root, leaf, f = found
             try:
                 b = <const unsigned char *>PyByteArray_AS_STRING(f.data)
                 size = PyByteArray_GET_SIZE(f.data)
