@@ -2,7 +2,7 @@
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
 create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename,
-setattr), added without forking pyfuse3.
+setattr, opendir, releasedir), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -59,6 +59,7 @@ cdef extern from *:
     #include <fcntl.h>
     #include <sys/epoll.h>
     #include <pthread.h>
+    #include <sched.h>
     #include <stdint.h>
     #include <stdio.h>
     #include <stdlib.h>
@@ -77,7 +78,8 @@ cdef extern from *:
            TRAXLL_FORGET = 32, TRAXLL_CREATE = 64, TRAXLL_WRITE = 128, TRAXLL_FLUSH = 256,
            TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
            TRAXLL_READ = 8192, TRAXLL_OPEN = 16384, TRAXLL_MKDIR = 32768, TRAXLL_RMDIR = 65536,
-           TRAXLL_RENAME = 131072, TRAXLL_SETATTR = 262144 };
+           TRAXLL_RENAME = 131072, TRAXLL_SETATTR = 262144, TRAXLL_OPENDIR = 524288,
+           TRAXLL_RELEASEDIR = 1048576 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -119,6 +121,8 @@ cdef extern from *:
         TRAXLL_TAKE(rmdir, TRAXLL_RMDIR)
         TRAXLL_TAKE(rename, TRAXLL_RENAME)
         TRAXLL_TAKE(setattr, TRAXLL_SETATTR)
+        TRAXLL_TAKE(opendir, TRAXLL_OPENDIR)
+        TRAXLL_TAKE(releasedir, TRAXLL_RELEASEDIR)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -210,6 +214,8 @@ cdef extern from *:
         case 20: return traxll_filled & TRAXLL_FSYNC;
         case 22: return traxll_filled & TRAXLL_GETXATTR;
         case 25: return traxll_filled & TRAXLL_FLUSH;
+        case 27: return traxll_filled & TRAXLL_OPENDIR;
+        case 29: return traxll_filled & TRAXLL_RELEASEDIR;
         case 35: return traxll_filled & TRAXLL_CREATE;
         case 39: return traxll_filled & TRAXLL_IOCTL;
         case 43: return traxll_filled & TRAXLL_FALLOCATE;
@@ -313,8 +319,9 @@ cdef extern from *:
        (nanoseconds; 0: never), one reader at a time. A serial caller sends its next request a
        few microseconds after its answer; a reader asleep by then costs a wake-up on an idle
        CPU, which on a virtual machine (the halted vCPU exits to the host) was more than half of
-       a request's round trip here (a FLUSH: 44 µs, 20 µs with the poll). One poller at most:
-       a burst of requests answered at once must not leave every reader burning a CPU. */
+       a request's round trip here (a FLUSH: 44 µs, 20 µs with the poll). One poller at most,
+       and it yields the CPU between reads: a burst of requests answered at once must not leave
+       every reader burning a CPU, nor a poll delay a thread with work (pyfuse3's, a worker). */
     static uint64_t traxll_spin_ns = 50000;
     static int traxll_spinning;  /* a reader is polling (atomic) */
 
@@ -340,9 +347,7 @@ cdef extern from *:
             }
             if (__atomic_load_n(&traxll_rd.stopping, __ATOMIC_RELAXED) || traxll_now_ns() >= until)
                 break;
-    #if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-    #endif
+            sched_yield();  /* a thread that can run here runs first: the poll takes only idle time */
         }
         __atomic_store_n(&traxll_spinning, 0, __ATOMIC_RELEASE);
         return got;
@@ -760,6 +765,8 @@ cdef extern from *:
         void (*flush)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*release)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*fsync)(fuse_req_t, fuse_ino_t, int, fuse_file_info*) noexcept
+        void (*opendir)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
+        void (*releasedir)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*getxattr)(fuse_req_t, fuse_ino_t, const char*, size_t) noexcept
         void (*lseek)(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*) noexcept
         void (*fallocate)(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept
@@ -769,6 +776,7 @@ cdef extern from *:
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
     unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME, TRAXLL_SETATTR
+    unsigned TRAXLL_OPENDIR, TRAXLL_RELEASEDIR
     int FUSE_SET_ATTR_MODE, FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID, FUSE_SET_ATTR_SIZE, FUSE_SET_ATTR_ATIME
     int FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_ATIME_NOW, FUSE_SET_ATTR_MTIME_NOW, FUSE_SET_ATTR_CTIME
     void traxll_setattr_values(const stat* a, int to_set, unsigned* mode, unsigned* uid, unsigned* gid,
@@ -808,7 +816,8 @@ _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IO
         "getattr": TRAXLL_GETATTR, "forget": TRAXLL_FORGET, "create": TRAXLL_CREATE, "write": TRAXLL_WRITE,
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
         "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN, "mkdir": TRAXLL_MKDIR,
-        "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME, "setattr": TRAXLL_SETATTR}
+        "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME, "setattr": TRAXLL_SETATTR, "opendir": TRAXLL_OPENDIR,
+        "releasedir": TRAXLL_RELEASEDIR}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -876,8 +885,11 @@ cdef class _Request:
                     traxll_drop_written(self.ino, self.off, n)
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
-        elif op == "open":
-            traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
+        elif op == "open" or op == "opendir":
+            if op == "opendir":
+                traxll_set_open(&self.fi, result, 0, 0, 0)
+            else:
+                traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
             if self._claim():
                 ret = fuse_reply_open(self.req, &self.fi)
         elif op == "read":
@@ -889,7 +901,7 @@ cdef class _Request:
                     ret = fuse_reply_buf(self.req, <const char*> view.buf, <size_t> view.len)
             finally:
                 PyBuffer_Release(&view)
-        elif op in ("flush", "release", "fsync", "unlink", "fallocate", "rmdir", "rename"):
+        elif op in ("flush", "release", "fsync", "unlink", "fallocate", "rmdir", "rename", "releasedir"):
             if self._claim():
                 ret = fuse_reply_err(self.req, 0)
         elif op == "lookup" or op == "mkdir":
@@ -1106,6 +1118,19 @@ cdef void _ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     _dispatch(req, "read", args, NULL, size)
 
 
+cdef void _ll_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
+    try:
+        args = (ino,) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "opendir", args, fi)
+
+
+cdef void _ll_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
+    _dispatch(req, "releasedir", (fi.fh,))
+
+
 cdef void _ll_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
     _dispatch(req, "flush", (fi.fh,))
 
@@ -1194,11 +1219,12 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
       keep_cache, nonseekable))``; ``open(ino, flags, pid, uid, gid)`` -> ``(fh, direct_io,
-      keep_cache, nonseekable)``;
+      keep_cache, nonseekable)``; ``opendir(ino, pid, uid, gid)`` -> fh;
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
     * ``mkdir(parent, name, mode, pid, uid, gid)`` -> entry tuple;
     * ``rename(parent, name, new_parent, new_name, flags, pid, uid, gid)`` -> ``None``;
     * ``unlink(parent, name, pid, uid, gid)``, ``rmdir`` (the same), ``flush(fh)``, ``release(fh)``,
+      ``releasedir(fh)``,
       ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data)`` -> bytes written;
     * ``read(fh, off, size)`` -> at most ``size`` bytes (any object with the buffer interface);
     * ``getxattr(ino, name)`` -> the value (the size check against the caller's buffer is done here);
@@ -1255,6 +1281,10 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.unlink = _ll_unlink
     if "setattr" in served:
         traxll_extra.setattr = _ll_setattr
+    if "opendir" in served:
+        traxll_extra.opendir = _ll_opendir
+    if "releasedir" in served:
+        traxll_extra.releasedir = _ll_releasedir
     if "mkdir" in served:
         traxll_extra.mkdir = _ll_mkdir
     if "rmdir" in served:

@@ -78,11 +78,12 @@ def test_hot_requests_take_the_fast_route(served):
         assert os.stat(d / f"g{i}").st_mtime_ns > time.time_ns() - 60 * 10**9
         os.unlink(d / f"g{i}")
         os.mkdir(d / f"sub{i}")
+        assert os.listdir(d / f"sub{i}") == []
         os.rmdir(d / f"sub{i}")
     _drop_kernel_caches()
     after = _status(served)["fuse_lowlevel"]
     for op in ("create", "open", "read", "write", "flush", "release", "fsync", "lookup", "unlink", "forget",
-               "getxattr", "mkdir", "rmdir", "rename", "setattr"):
+               "getxattr", "mkdir", "rmdir", "rename", "setattr", "opendir", "releasedir"):
         assert after[op] >= before[op] + 20, (op, before[op], after[op])
     assert after["getattr"] >= before["getattr"]
     assert os.listdir(d) == []

@@ -33,7 +33,7 @@ READ_AHEAD_KB = 1024  # one full-size FUSE read (max_pages 256) per readahead wi
 _one_session = threading.Lock()
 NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "open", "read",
                     "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename",
-                    "setattr"})  # the slots fuse_lowlevel must fill
+                    "setattr", "opendir", "releasedir"})  # the slots fuse_lowlevel must fill
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,

@@ -6,7 +6,8 @@ request on with its caller, turns the answer into what the kernel wants (attribu
 cache timeouts, an open's cache choice) and errors into errnos.
 
 Two routes in. The hot requests (lookup, getattr, setattr, forget, create, open, read, write,
-flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename: the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`)
+flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename, opendir, releasedir: the ``ll_*``
+methods, registered by :meth:`TraxOperations.install_lowlevel`)
 and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
 threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
 as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
@@ -14,7 +15,7 @@ device or the log holds up only its own request; another reads meanwhile). Every
 comes through pyfuse3 (the ``async`` methods), whose trio task per request costs more than most
 of these calls (issue 17): its filesystem call runs in a worker thread (``workers.WorkerPool``),
 so a slow device read or a long truncate delays only the request that asked for it; the
-read-only ones (readlink, getxattr, listxattr, opendir) are
+read-only ones (readlink, getxattr, listxattr) are
 first tried on the trio thread under ``nowait.no_wait()``: answered at once when everything they
 touch is in memory, handed to a worker the moment anything would wait.
 
@@ -132,7 +133,8 @@ class TraxOperations(pyfuse3.Operations):
         six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
             {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
-             "setattr": self.ll_setattr, "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename,
+             "setattr": self.ll_setattr, "opendir": self.ll_opendir, "releasedir": self.ll_releasedir,
+             "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename,
              "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
              "release": self.ll_release,
              "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
@@ -342,11 +344,11 @@ class TraxOperations(pyfuse3.Operations):
         self._call(self._open[fh].fsync, datasync)
 
     # ----- directories --------------------------------------------------------------------------
-    async def opendir(self, inode, ctx):
-        caller = _caller(ctx)
-        await self._read(self.fs.opendir, inode, caller)
+    def ll_opendir(self, ino: int, pid: int, uid: int, gid: int) -> int:
+        caller = Caller(pid, uid, gid)
+        self._call(self.fs.opendir, ino, caller)
         fh = next(self._fh)
-        self._dirs[fh] = _OpenDir(inode, caller)
+        self._dirs[fh] = _OpenDir(ino, caller)
         return fh
 
     async def readdir(self, fh, start_id, token):
@@ -370,7 +372,7 @@ class TraxOperations(pyfuse3.Operations):
                 after, sent = cookie, sent + 1
         d.end = after
 
-    async def releasedir(self, fh):
+    def ll_releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
 
     async def fsyncdir(self, fh, datasync):
