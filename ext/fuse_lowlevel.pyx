@@ -886,10 +886,7 @@ cdef class _Request:
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
         elif op == "open" or op == "opendir":
-            if op == "opendir":
-                traxll_set_open(&self.fi, result, 0, 0, 0)
-            else:
-                traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
+            traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
             if self._claim():
                 ret = fuse_reply_open(self.req, &self.fi)
         elif op == "read":
@@ -993,13 +990,18 @@ cdef void _ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexce
     _dispatch_named(req, "lookup", parent, name)
 
 
-cdef void _ll_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
+cdef void _dispatch_inode(fuse_req_t req, str op, fuse_ino_t ino, fuse_file_info* fi) noexcept:
+    """A request about inode ``ino``, on behalf of its caller (getattr, opendir)."""
     try:
         args = (ino,) + _caller(req)
     except BaseException:  # noqa: BLE001
         fuse_reply_err(req, _errno.EIO)
         return
-    _dispatch(req, "getattr", args)
+    _dispatch(req, op, args, fi)
+
+
+cdef void _ll_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
+    _dispatch_inode(req, "getattr", ino, NULL)
 
 
 cdef void _ll_setattr(fuse_req_t req, fuse_ino_t ino, stat* attr, int to_set, fuse_file_info* fi) noexcept with gil:
@@ -1119,12 +1121,7 @@ cdef void _ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 
 
 cdef void _ll_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
-    try:
-        args = (ino,) + _caller(req)
-    except BaseException:  # noqa: BLE001
-        fuse_reply_err(req, _errno.EIO)
-        return
-    _dispatch(req, "opendir", args, fi)
+    _dispatch_inode(req, "opendir", ino, fi)
 
 
 cdef void _ll_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
@@ -1219,7 +1216,7 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
       keep_cache, nonseekable))``; ``open(ino, flags, pid, uid, gid)`` -> ``(fh, direct_io,
-      keep_cache, nonseekable)``; ``opendir(ino, pid, uid, gid)`` -> fh;
+      keep_cache, nonseekable)``, and ``opendir(ino, pid, uid, gid)`` the same;
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
     * ``mkdir(parent, name, mode, pid, uid, gid)`` -> entry tuple;
     * ``rename(parent, name, new_parent, new_name, flags, pid, uid, gid)`` -> ``None``;

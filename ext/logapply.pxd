@@ -23,7 +23,7 @@ cdef class LogAppender:
 cdef class PageApplier:
     cdef LogAppender log
     cdef PinTable pins
-    cdef object pin_slow, registry, lookup, first_change, active, transaction_error
+    cdef object pin_slow, registry, lookup, first_change, active
 
     cdef tuple append_tx(self, tx, unsigned int rtype, uint64_t page, unsigned int opcode, uint64_t undo_next,
                          const char *payload, Py_ssize_t plen, new_state)

@@ -14,7 +14,7 @@ its arguments changes nothing and logs nothing; a page is marked dirty, and its 
 logged, before the first record that changes it (the engine's ``first_change``); the record and
 the transaction row's first/last LSN change under the transaction's latch. Like every module of
 ``ext`` it imports nothing of the package: the engine hands in its buffer's pin table and pin,
-the operation registry, and the exception classes.
+the operation registry, and the exception ``LogFull``.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -88,11 +88,11 @@ cdef class PageApplier:
     engine's docstring says what each promises)."""
 
     def __init__(self, LogAppender log not None, PinTable pins not None, pin_slow, dict registry, lookup,
-                 first_change, active, transaction_error):
+                 first_change, active):
         self.log, self.pins, self.pin_slow = log, pins, pin_slow  # pin_slow: BufferManager.pin(pid, load)
         self.registry, self.lookup = registry, lookup  # opcodes.REGISTRY and opcodes.lookup (which names the unknown)
         self.first_change = first_change  # engine: mark the frame dirty and log its image, before its first record
-        self.active, self.transaction_error = active, transaction_error  # TxState.ACTIVE, TransactionError
+        self.active = active  # TxState.ACTIVE
 
     cdef tuple append_tx(self, tx, unsigned int rtype, uint64_t page, unsigned int opcode, uint64_t undo_next,
                          const char *payload, Py_ssize_t plen, new_state):
@@ -173,5 +173,4 @@ cdef class PageApplier:
     cdef object update_op(self, tx, pid, unsigned int opcode, payload, bint fresh):
         if tx.state is not self.active:
             tx.require_active()  # raises, saying the state
-            raise self.transaction_error(f"transaction {tx.xid} is not active")
         return self.apply_op(tx, pid, opcode, payload, REC_UPDATE, 0, fresh)

@@ -38,6 +38,15 @@ cdef object U16 = struct.Struct("<H").pack
 cdef object UNDO_HEAD = struct.Struct("<QQ").pack  # header pid, the action's start LSN
 cdef object UNDO_PUT_HEAD = struct.Struct("<BH").pack  # had_old, key length
 cdef tuple NOT_HERE = (False, None)
+
+
+cdef struct Place:
+    # where a key is: the tree's root, the leaf's bytes (valid while its frame is latched), the
+    # index of the first key >= it and the slot count, and its value when ``present``
+    uint64_t root
+    const unsigned char *page
+    Py_ssize_t size, i, n, voff, vlen
+    bint present
 cdef uint64_t NO_PAGE = <uint64_t>-1
 
 
@@ -105,17 +114,42 @@ cdef class LeafChange:
         finally:
             self.release(f)
 
-    cdef tuple locate(self, bytes key):
-        """(root, the leaf that covers ``key``, its frame pinned and latched), the tree's lock
-        held by the caller; None when declined (nothing left pinned)."""
+    cdef Frame locate(self, tx, bytes key, Place *at):
+        """The leaf that covers ``key``, pinned and latched, the tree's lock taken, and where
+        ``key`` is in it (``at``); None when declined (the transaction not active, the lock or a
+        page busy, a page not resident, a version 1 header), nothing held then. The caller
+        releases the frame, then the lock."""
+        cdef Frame f
+        if tx.state is not self.active or not self.lock.acquire(False):
+            return None
+        try:
+            f = self.find(key, at)
+        except BaseException:
+            self.lock.release()
+            raise
+        if f is None:
+            self.lock.release()
+        return f
+
+    cdef Frame find(self, bytes key, Place *at):
+        """``locate``'s walk, the lock held: the leaf's frame (None: declined, nothing pinned)."""
+        cdef Frame f
         root = self.root()
         if root is None:
             return None
-        leaf = descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None)
-        f = self.pin_latched(leaf)
+        f = self.pin_latched(descend_to_leaf(self.pins, self.pin, root, key, self.inner_type, None))
         if f is None:
             return None
-        return root, leaf, f
+        try:
+            at.root = root
+            at.page = <const unsigned char *>PyByteArray_AS_STRING(f.data)
+            at.size = PyByteArray_GET_SIZE(f.data)
+            at.present = leaf_lookup(at.page, at.size, <const unsigned char *>PyBytes_AS_STRING(key), len(key),
+                                     &at.i, &at.n, &at.voff, &at.vlen)
+        except BaseException:  # a damaged leaf: nothing stays pinned
+            self.release(f)
+            raise
+        return f
 
     cdef object close(self, tx, uint64_t start_lsn, unsigned int undo, bytes undo_tail):
         """End the nested top action begun at ``start_lsn`` with its logical undo (the record
@@ -133,38 +167,31 @@ cdef class LeafChange:
     def put(self, tx, bytes key, bytes value) -> tuple:
         """Put ``key`` → ``value`` (sizes already checked): ``(True, old value or None)`` when
         done here, ``(False, None)`` when nothing was done."""
-        cdef Frame f
-        cdef const unsigned char *b
-        cdef Py_ssize_t klen = len(key), vlen = len(value), size, i, n, voff, olen
+        cdef Place at
+        cdef Py_ssize_t klen = len(key), vlen = len(value)
         cdef uint64_t start_lsn
-        if tx.state is not self.active or not self.lock.acquire(False):
+        cdef Frame f = self.locate(tx, key, &at)
+        if f is None:
             return NOT_HERE
         try:
-            found = self.locate(key)
-            if found is None:
-                return NOT_HERE
-            root, leaf, f = found
             try:
-                b = <const unsigned char *>PyByteArray_AS_STRING(f.data)
-                size = PyByteArray_GET_SIZE(f.data)
-                if not leaf_lookup(b, size, <const unsigned char *>PyBytes_AS_STRING(key), klen, &i, &n, &voff,
-                                   &olen):
+                if not at.present:
                     old = None
                     rec = U16(klen) + key + value
-                    if free_bytes(b, size) < len(rec) + 4:
+                    if free_bytes(at.page, at.size) < len(rec) + 4:
                         return NOT_HERE
-                    opcode, page_payload = self.op_insert, U16(i) + rec
+                    opcode, page_payload = self.op_insert, U16(at.i) + rec
                     undo, undo_tail = self.undo_put, UNDO_PUT_HEAD(0, klen) + key
-                elif olen != vlen:
+                elif at.vlen != vlen:
                     return NOT_HERE
-                elif memcmp(b + voff, PyBytes_AS_STRING(value), <size_t>vlen) == 0:
+                elif memcmp(at.page + at.voff, PyBytes_AS_STRING(value), <size_t>vlen) == 0:
                     return True, value
                 else:  # only the bytes that changed are logged
-                    old = PyBytes_FromStringAndSize(<const char *>b + voff, olen)
-                    opcode, page_payload = self.op_patch, U16(i) + diff_runs(old, value, 2 + klen)
+                    old = PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
+                    opcode, page_payload = self.op_patch, U16(at.i) + diff_runs(old, value, 2 + klen)
                     undo, undo_tail = self.undo_patch, U16(klen) + key + diff_runs(old, value)
                 start_lsn = tx.last_lsn
-                self.applier.update_op(tx, leaf, opcode, page_payload, False)
+                self.applier.update_op(tx, f.pid, opcode, page_payload, False)
             finally:
                 self.release(f)
             self.close(tx, start_lsn, undo, undo_tail)
@@ -175,32 +202,25 @@ cdef class LeafChange:
     def delete(self, tx, bytes key) -> tuple:
         """Delete ``key``: ``(True, its value or None)`` when done here, ``(False, None)`` when
         nothing was done (the leaf would be freed or merged)."""
-        cdef Frame f
-        cdef const unsigned char *b
-        cdef Py_ssize_t klen = len(key), size, i, n, voff, olen, used_after
+        cdef Place at
+        cdef Py_ssize_t klen = len(key), used_after
         cdef uint64_t start_lsn
-        if tx.state is not self.active or not self.lock.acquire(False):
+        cdef Frame f = self.locate(tx, key, &at)
+        if f is None:
             return NOT_HERE
         try:
-            found = self.locate(key)
-            if found is None:
-                return NOT_HERE
-            root, leaf, f = found
             try:
-                b = <const unsigned char *>PyByteArray_AS_STRING(f.data)
-                size = PyByteArray_GET_SIZE(f.data)
-                if not leaf_lookup(b, size, <const unsigned char *>PyBytes_AS_STRING(key), klen, &i, &n, &voff,
-                                   &olen):
+                if not at.present:
                     return True, None
-                old = PyBytes_FromStringAndSize(<const char *>b + voff, olen)
+                old = PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
                 rec = U16(klen) + key + old
                 # the bytes the leaf uses once the record and its slot are gone (as BTree._delete
                 # measures them): below a quarter of a page, or empty, it is merged or freed
-                used_after = self.capacity - free_bytes(b, size) - len(rec) - 4
-                if leaf != root and (n == 1 or used_after < self.underfull):
+                used_after = self.capacity - free_bytes(at.page, at.size) - len(rec) - 4
+                if f.pid != at.root and (at.n == 1 or used_after < self.underfull):
                     return NOT_HERE
                 start_lsn = tx.last_lsn
-                self.applier.update_op(tx, leaf, self.op_delete, U16(i) + rec, False)
+                self.applier.update_op(tx, f.pid, self.op_delete, U16(at.i) + rec, False)
             finally:
                 self.release(f)
             self.close(tx, start_lsn, self.undo_delete, U16(klen) + key + old)

@@ -91,9 +91,9 @@ class _Counting:
 
 def _logged_changes(eng, general_only: bool) -> tuple[list, dict, int]:
     """Mixed puts (new keys, same-length and other-length overwrites, unchanged values) and
-    deletes, then most keys deleted, in one transaction: the records the transaction logged (the nested actions' start
-    LSNs masked, as page images of another engine's seed may shift LSNs), the tree, and how
-    many puts the C path did."""
+    deletes, then most keys deleted, in one transaction: the records the transaction logged
+    (the nested actions' start LSNs masked, as page images of another engine's seed may shift
+    LSNs), the tree, and how many changes the C path did."""
     tx = eng.begin()
     tree = BTree.create(eng, tx, "t")
     tree._in_leaf = _Declining() if general_only else _Counting(tree._leaf_change())

@@ -231,7 +231,7 @@ class Engine:
         # the C page applier; ``applier`` is public for the structures' own C paths
         # (``traxfs.ext.treeleaf``), which log through it without a Python call
         self.applier = PageApplier(self.log.appender, self.buffer.pins, self.buffer.pin, opcodes.REGISTRY,
-                                   opcodes.lookup, self._first_change, TxState.ACTIVE, TransactionError)
+                                   opcodes.lookup, self._first_change, TxState.ACTIVE)
         self._append, self.apply, self.update = self.applier.append, self.applier.apply, self.applier.update
 
     def _write_sb(self, **changes) -> None:

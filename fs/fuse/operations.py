@@ -132,13 +132,12 @@ class TraxOperations(pyfuse3.Operations):
         pyfuse3 lacks (lseek, fallocate, ioctl) and the hot ones (a create through the mount is
         six of them), each answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
-            {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "forget": self.ll_forget, "unlink": self.ll_unlink,
-             "setattr": self.ll_setattr, "opendir": self.ll_opendir, "releasedir": self.ll_releasedir,
-             "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename,
-             "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write, "flush": self.ll_flush,
-             "release": self.ll_release,
-             "fsync": self.ll_fsync, "getxattr": self.ll_getxattr, "lseek": self.lseek, "fallocate": self.fallocate,
-             "ioctl": self.ioctl},
+            {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "setattr": self.ll_setattr, "forget": self.ll_forget,
+             "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename, "unlink": self.ll_unlink,
+             "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write,
+             "flush": self.ll_flush, "release": self.ll_release, "fsync": self.ll_fsync,
+             "opendir": self.ll_opendir, "releasedir": self.ll_releasedir, "getxattr": self.ll_getxattr,
+             "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
             ioctl_cmds=IOCTL_CMDS)
 
     def counters(self) -> dict:
@@ -344,12 +343,13 @@ class TraxOperations(pyfuse3.Operations):
         self._call(self._open[fh].fsync, datasync)
 
     # ----- directories --------------------------------------------------------------------------
-    def ll_opendir(self, ino: int, pid: int, uid: int, gid: int) -> int:
+    def ll_opendir(self, ino: int, pid: int, uid: int, gid: int) -> tuple:
+        """Answered as an open is (no direct I/O, cache or seek choice for a directory)."""
         caller = Caller(pid, uid, gid)
         self._call(self.fs.opendir, ino, caller)
         fh = next(self._fh)
         self._dirs[fh] = _OpenDir(ino, caller)
-        return fh
+        return fh, False, False, False
 
     async def readdir(self, fh, start_id, token):
         d = self._dirs[fh]

@@ -70,7 +70,7 @@ class StructureLatch:
     __slots__ = ("lock",)
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()  # taken directly only by a C path that never waits (``ext/treeput``)
+        self.lock = threading.RLock()  # taken directly only by a C path that never waits (``ext/treeleaf``)
 
     def __enter__(self) -> StructureLatch:
         nowait.acquire(self.lock)
