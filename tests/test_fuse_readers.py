@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from fsmount import served_image, served_in_thread
+from fsmount import served_image, served_in_thread, traxfs_mount
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filedata import FileData
@@ -115,6 +115,51 @@ def test_held_requests_each_hold_one_reader_and_the_pool_shrinks_after(served, m
         assert [s.result(timeout=30) for s in seeks] == [8192] * len(files)
     _wait_for(lambda: fuse_lowlevel.reader()["threads"] <= keep, lambda: f"readers left: {fuse_lowlevel.reader()}")
     assert fuse_lowlevel.reader()["peak"] >= len(files) + 1
+
+
+def _malloc_arenas(pid: int) -> int:
+    """How many arenas besides the main one glibc's malloc has made in process ``pid``: each is an
+    anonymous mapping of 64 MiB (HEAP_MAX_SIZE) on a 64 MiB boundary, its used part read-write
+    and the rest reserved (``---p``), as /proc/PID/maps shows them."""
+    maps = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            maps.append((lo, hi, fields[1], len(fields) > 5))
+    arenas = 0
+    for i, (lo, hi, perm, named) in enumerate(maps):
+        if named or perm != "rw-p" or lo % (64 * MiB):
+            continue
+        end = hi
+        for nlo, nhi, _, nnamed in maps[i + 1:]:
+            if nlo != end or nnamed or end - lo >= 64 * MiB:
+                break
+            end = nhi
+        arenas += end - lo == 64 * MiB
+    return arenas
+
+
+@pytest.mark.timeout(120)
+def test_the_daemon_keeps_one_malloc_arena_however_many_threads_serve(tmp_path):
+    """Eight writers with fsync, readers and mkdirs at once through a real daemon: its reader and
+    worker threads all allocate from the main arena. (With glibc's default each thread that
+    found the arenas busy made one, fifteen here, each keeping the large write buffers freed
+    into it: the daemon's memory grew with how busy the machine was.)"""
+    with traxfs_mount(tmp_path) as m:
+        def work(k: int) -> None:
+            path = m.mp / f"f{k}"
+            for r in range(25):
+                with open(path, "wb") as f:
+                    f.write(os.urandom(MiB))
+                    os.fsync(f.fileno())
+                assert len(path.read_bytes()) == MiB
+                (m.mp / f"d{k}-{r}").mkdir()
+
+        with ThreadPoolExecutor(8) as pool:
+            for done in [pool.submit(work, k) for k in range(8)]:
+                done.result(timeout=90)
+        assert _malloc_arenas(m.proc.pid) == 0
 
 
 def test_serial_requests_start_no_readers(served):

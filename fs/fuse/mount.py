@@ -30,6 +30,7 @@ log = logging.getLogger("traxfs.fs")
 
 MIN_TASKS, MAX_TASKS = 8, 64
 READ_AHEAD_KB = 1024  # one full-size FUSE read (max_pages 256) per readahead window
+MALLOC_ARENAS = 1  # fuse_lowlevel.limit_malloc_arenas; MALLOC_ARENA_MAX in the environment wins
 _one_session = threading.Lock()
 NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "open", "read",
                     "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename",
@@ -53,6 +54,8 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
     if not _one_session.acquire(blocking=False):
         raise RuntimeError("this process already serves a mount (pyfuse3 allows one session)")
     try:
+        if "MALLOC_ARENA_MAX" not in os.environ:  # before the filesystem's and the readers' threads
+            fuse_lowlevel.limit_malloc_arenas(MALLOC_ARENAS)
         if read_only:
             dev, flags = OverlayDevice(dev), frozenset(flags) | {"ro"}
         fs = FileSystem.open(dev, commit_interval=commit_interval, where=where or source)
