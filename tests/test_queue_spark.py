@@ -119,11 +119,13 @@ def test_streaming_query_stopped_and_restarted_counts_every_record_once(m, spark
 
 class Driver:
     """``queue_stream_driver.py`` in a process group of its own (Python and its JVM), its lines
-    collected as they come."""
+    collected as they come. Its session's scratch directory is made in ``scratch`` (TMPDIR): a
+    killed driver cannot remove it, the test's own directory goes with the test's."""
 
-    def __init__(self, *args: str):
+    def __init__(self, scratch: Path, *args: str):
         self.proc = subprocess.Popen([sys.executable, str(DRIVER), *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+                                     env={**os.environ, "TMPDIR": str(scratch)})
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -151,7 +153,7 @@ class Driver:
 
 
 @pytest.mark.timeout(600)
-def test_streaming_driver_killed_mid_run_and_restarted_counts_every_record_once(m, spark):
+def test_streaming_driver_killed_mid_run_and_restarted_counts_every_record_once(m, spark, tmp_path):
     qdir = m.mp / "queues" / "driver"
     os.mkdir(qdir)
     config(qdir, seal_seconds=0.2)
@@ -159,7 +161,7 @@ def test_streaming_driver_killed_mid_run_and_restarted_counts_every_record_once(
     work.mkdir()
     args = (str(qdir / "segments"), str(work / "out"), str(work / "checkpoint"))
     batch = 1000
-    d = Driver(*args)
+    d = Driver(tmp_path, *args)
     try:
         d.wait_for("STARTED", 180)
         first = 0
@@ -183,7 +185,7 @@ def test_streaming_driver_killed_mid_run_and_restarted_counts_every_record_once(
         append(qdir, records(first, batch))
         first += batch
     sealed_through(qdir, total - 1)
-    d = Driver(*args, str(total))
+    d = Driver(tmp_path, *args, str(total))
     try:
         result = d.wait_for("RESULT", 420).split()
     finally:
