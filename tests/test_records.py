@@ -163,6 +163,34 @@ def test_page_frees_are_quarantined_until_the_commit_is_durable(engine_dev):
     eng.close()
 
 
+def test_a_search_skips_quarantined_pages_and_finds_them_once_durable(engine_dev):
+    """Runs freed by a commit not yet durable are passed over by every search, whatever the
+    cursor (a run starting inside one, or covering one of several); once the commit is durable
+    the same search hands them out again."""
+    eng = Engine.open(engine_dev, policy=GroupCommitPolicy(max_commits=1 << 30, max_bytes=1 << 30, max_delay=60))
+    tx = eng.begin()
+    runs = [eng.alloc.alloc_region(tx, 8) for _ in range(6)]
+    eng.commit(tx)
+    tx = eng.begin()
+    for first in runs[1::2]:
+        eng.alloc.free_region(tx, first, 8)
+    end = eng.soft_commit(tx).lsn  # not durable: nobody forces for a minute
+    freed = {p for first in runs[1::2] for p in range(first, first + 8)}
+    tx = eng.begin()
+    for start, count in ((runs[0], 8), (runs[1], 1), (runs[1] + 3, 2), (runs[0], 24), (runs[0] + 4, 16)):
+        eng.alloc._cursor = start
+        got = eng.alloc.alloc_region(tx, count)
+        assert freed.isdisjoint(range(got, got + count)), (start, count, got)
+    eng.abort(tx)
+    eng.log.force(end)
+    assert eng.alloc.quarantined_pages() == 0
+    tx = eng.begin()
+    eng.alloc._cursor = runs[1]
+    assert eng.alloc.alloc_region(tx, 8) == runs[1]
+    eng.commit(tx)
+    eng.close()
+
+
 def test_a_release_at_durability_never_waits_for_the_allocator(engine_dev):
     """A freed region becomes reusable from the thread that makes its commit durable, and that
     thread may hold a page latch (a checkpoint seals a bitmap page and forces the log) that an

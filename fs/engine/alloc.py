@@ -45,6 +45,9 @@ class Allocator:
         # hold a page latch an allocation is waiting for (a checkpoint forcing the log), so it
         # must never wait for ``_lock``
         self._quarantine: dict[int, list[int]] = {}
+        # map index -> the bits of its pages in the quarantine (kept with it, under ``_qlock``):
+        # a search tests a candidate run against these, not against every entry
+        self._held: dict[int, int] = {}
         self._qlock = threading.Lock()
 
     def _map_of(self, pid: int) -> tuple[int, int]:
@@ -62,20 +65,32 @@ class Allocator:
         """Bit i set: page ``first + i`` is allocated or quarantined (``count`` bits)."""
         out, pid = 0, first
         while pid < first + count:
-            m, bit = self._map_of(pid)
+            k, bit = divmod(pid, self.bits_per_map)
             n = min(first + count - pid, self.bits_per_map - bit)
-            value = cached.get(m)
+            value = cached.get(k)
             if value is None:
-                value = cached[m] = int.from_bytes(self._bitmap(m), "little")
-            out |= ((value >> bit) & ((1 << n) - 1)) << (pid - first)
+                value = cached[k] = int.from_bytes(self._bitmap(self.e.map_page(k)), "little")
+            with self._qlock:
+                held = self._held.get(k, 0)
+            out |= (((value | held) >> bit) & ((1 << n) - 1)) << (pid - first)
             pid += n
-        with self._qlock:
-            held = [(q, n) for q, (n, _) in self._quarantine.items()]
-        for q, n in held:
-            lo, hi = max(q, first), min(q + n, first + count)
-            if lo < hi:
-                out |= ((1 << (hi - lo)) - 1) << (lo - first)
         return out
+
+    def _hold_bits(self, first: int, count: int, held: bool) -> None:
+        """Set (``held``) or clear the quarantine bits of ``first .. first+count-1``; under
+        ``_qlock``, as the entry for them is added to or removed from ``_quarantine``."""
+        pid = first
+        while pid < first + count:
+            k, bit = divmod(pid, self.bits_per_map)
+            n = min(first + count - pid, self.bits_per_map - bit)
+            mask = ((1 << n) - 1) << bit
+            value = self._held.get(k, 0)
+            value = value | mask if held else value & ~mask
+            if value:
+                self._held[k] = value
+            else:
+                self._held.pop(k, None)
+            pid += n
 
     def _find_run(self, count: int, align: int) -> int:
         """First free run of ``count`` pages starting at a multiple of ``align``, from the cursor."""
@@ -131,7 +146,7 @@ class Allocator:
         durable = self.e.log.durable_lsn
         with self._qlock:
             for q in [q for q, (_, lsn) in self._quarantine.items() if 0 < lsn <= durable]:
-                del self._quarantine[q]
+                self._hold_bits(q, self._quarantine.pop(q)[0], False)
 
     def alloc_at(self, tx: Transaction, first: int, count: int) -> bool:
         """Allocate exactly pages ``first .. first+count-1`` if all are free (a file growing
@@ -169,10 +184,12 @@ class Allocator:
             with self._qlock:  # only this free's entry: the pages may have been reused and freed anew
                 if self._quarantine.get(first) is entry:
                     del self._quarantine[first]
+                    self._hold_bits(first, count, False)
 
         def hold(t: Transaction) -> None:
             with self._lock, self._qlock:
                 self._quarantine[first] = entry
+                self._hold_bits(first, count, True)
             self._set(t, first, count, opcodes.OP_CLEAR_BITS)
 
         def when_durable(handle) -> None:
