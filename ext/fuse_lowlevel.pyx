@@ -353,6 +353,28 @@ cdef extern from *:
         return got;
     }
 
+    /* The request this reader thread is answering (raw, as read from the device), for what
+       libfuse does not hand our handlers: the kill flags of HANDLE_KILLPRIV_V2 below. */
+    static __thread const char *traxll_cur;
+    static __thread size_t traxll_cur_len;
+
+    /* The INIT request's unique (0: none read yet), whichever thread reads it: its answer is
+       the one whose flags ``traxll_io_writev`` adds HANDLE_KILLPRIV_V2 to. */
+    #define TRAXLL_OP_INIT 26
+    static uint64_t traxll_init_unique;
+
+    static void traxll_note_request(const char *mem, size_t n) {
+        uint32_t opcode;
+        uint64_t unique;
+        if (n < 40)
+            return;
+        memcpy(&opcode, mem + 4, sizeof opcode);
+        if (opcode == TRAXLL_OP_INIT) {
+            memcpy(&unique, mem + 8, sizeof unique);
+            __atomic_store_n(&traxll_init_unique, unique, __ATOMIC_RELEASE);
+        }
+    }
+
     static void *traxll_reader(void *arg) {
         unsigned long gen = (unsigned long) (uintptr_t) arg;
         struct fuse_session *se;
@@ -420,6 +442,7 @@ cdef extern from *:
                 continue;
             uint32_t opcode;
             memcpy(&opcode, mem + 4, sizeof opcode);
+            traxll_note_request(mem, (size_t) n);
             if (traxll_ours(opcode)) {
                 if (traxll_rd.idle == 0 && traxll_rd.threads < TRAXLL_MAX_READERS && !traxll_rd.stopping)
                     traxll_spawn();  /* someone must read while this one answers */
@@ -429,7 +452,10 @@ cdef extern from *:
                 b.size = (size_t) n;
                 b.mem = mem;
                 b.fd = -1;
+                traxll_cur = mem;
+                traxll_cur_len = (size_t) n;
                 traxll_process(se, &b);  /* our handler takes the GIL itself */
+                traxll_cur = NULL;
                 __atomic_add_fetch(&traxll_rd.direct, 1, __ATOMIC_RELAXED);
                 answered = 1;
                 pthread_mutex_lock(&traxll_rd.lock);
@@ -630,6 +656,102 @@ cdef extern from *:
         return (int) buf->size;
     }
 
+    /* ----- HANDLE_KILLPRIV_V2 -----------------------------------------------------------------
+       Without it the kernel asks for ``security.capability`` (a GETXATTR round trip) before
+       every write(2) to a file, to know whether the write must drop it, and kills set-user-ID
+       and set-group-ID bits itself with a SETATTR. With it (FUSE 7.33) the superblock is
+       SB_NOSEC: a file found once without capabilities or set-ID bits is written without the
+       question, and the server kills the set-ID bits itself when a request says so (a write,
+       a truncating open, a truncate or chown: ``traxll_kill_suidgid``). libfuse 3.14
+       cannot ask for it, so its INIT answer goes through our ``writev`` (a custom I/O set as
+       the session mounts) and gets the flag there. */
+    #define TRAXLL_HANDLE_KILLPRIV_V2 (1u << 28)
+    static int traxll_killpriv_v2;  /* the kernel was told: 1 */
+
+    static ssize_t traxll_io_read(int fd, void *buf, size_t len, void *userdata) {
+        (void) userdata;
+        ssize_t n = read(fd, buf, len);
+        if (n > 0)
+            traxll_note_request((const char *) buf, (size_t) n);
+        return n;
+    }
+
+    static ssize_t traxll_io_writev(int fd, struct iovec *iov, int count, void *userdata) {
+        (void) userdata;
+        uint64_t init = __atomic_load_n(&traxll_init_unique, __ATOMIC_ACQUIRE);
+        if (init != 0 && count == 2 && iov[0].iov_len == 16 && iov[1].iov_len >= 16 && iov[1].iov_len <= 256) {
+            uint64_t unique;
+            int32_t error;
+            memcpy(&error, (char *) iov[0].iov_base + 4, sizeof error);
+            memcpy(&unique, (char *) iov[0].iov_base + 8, sizeof unique);
+            if (unique == init && error == 0) {  /* the answer to INIT: struct fuse_init_out */
+                char arg[256];
+                uint32_t flags;
+                struct iovec patched[2] = {iov[0], {arg, iov[1].iov_len}};
+                memcpy(arg, iov[1].iov_base, iov[1].iov_len);
+                memcpy(&flags, arg + 12, sizeof flags);  /* after major, minor, max_readahead */
+                flags |= TRAXLL_HANDLE_KILLPRIV_V2;
+                memcpy(arg + 12, &flags, sizeof flags);
+                __atomic_store_n(&traxll_init_unique, 0, __ATOMIC_RELEASE);
+                ssize_t r = writev(fd, patched, 2);
+                if (r >= 0)
+                    traxll_killpriv_v2 = 1;
+                return r;
+            }
+        }
+        return writev(fd, iov, count);
+    }
+
+    typedef int (*traxll_mount_fn)(struct fuse_session *, const char *);
+
+    __attribute__((visibility("default")))
+    int fuse_session_mount(struct fuse_session *se, const char *mountpoint) {
+        static traxll_mount_fn real;
+        static traxll_fd_fn real_fd;
+        static const struct fuse_custom_io io = {.writev = traxll_io_writev, .read = traxll_io_read};
+        if (real == NULL && (real = (traxll_mount_fn) traxll_real("fuse_session_mount")) == NULL)
+            return -1;
+        if (real_fd == NULL && (real_fd = (traxll_fd_fn) traxll_real("fuse_session_fd")) == NULL)
+            return -1;
+        int r = real(se, mountpoint);
+        traxll_killpriv_v2 = 0;
+        __atomic_store_n(&traxll_init_unique, 0, __ATOMIC_RELEASE);
+        /* only where our handlers answer every request that may carry a kill flag */
+        unsigned needed = TRAXLL_WRITE | TRAXLL_OPEN | TRAXLL_CREATE | TRAXLL_SETATTR | TRAXLL_FALLOCATE;
+        if (r == 0 && (traxll_filled & needed) == needed) {
+            int e = fuse_session_custom_io(se, &io, real_fd(se));
+            if (e != 0)
+                fprintf(stderr, "traxfs: no HANDLE_KILLPRIV_V2 (custom I/O refused: %s)\\n", strerror(-e));
+        }
+        return r;
+    }
+
+    /* Does the request this thread answers ask for the file's set-user-ID bit (and its
+       set-group-ID bit, if group-executable) to be cleared? WRITE's write_flags
+       (FUSE_WRITE_KILL_SUIDGID: a writer without CAP_FSETID, also sent for direct I/O without
+       HANDLE_KILLPRIV_V2), OPEN's open_flags (FUSE_OPEN_KILL_SUIDGID: O_TRUNC), SETATTR's valid
+       (FATTR_KILL_SUIDGID: a truncate, a chown). CREATE's is not asked: it makes a new file,
+       whose set-ID bits are the ones asked for (an O_TRUNC of a file just made truncates
+       nothing, as on a local filesystem). */
+    static int traxll_kill_suidgid(void) {
+        const char *m = traxll_cur;
+        uint32_t opcode, value, mask;
+        size_t at;
+        if (m == NULL || traxll_cur_len < 40)
+            return 0;
+        memcpy(&opcode, m + 4, sizeof opcode);
+        switch (opcode) {
+            case 16: at = 40 + 20; mask = 1u << 2; break;   /* fuse_write_in.write_flags */
+            case 14: at = 40 + 4; mask = 1u << 0; break;    /* fuse_open_in.open_flags */
+            case 4: at = 40; mask = 1u << 11; break;        /* fuse_setattr_in.valid */
+            default: return 0;
+        }
+        if (at + sizeof value > traxll_cur_len)
+            return 0;
+        memcpy(&value, m + at, sizeof value);
+        return (value & mask) != 0;
+    }
+
     /* libfuse closes its descriptor of the device as it unmounts, so that the kernel ends the
        connection; ours must go first, or the unmounted connection would live on unread. */
     __attribute__((visibility("default")))
@@ -795,6 +917,8 @@ cdef extern from *:
     void traxll_set_open(fuse_file_info* fi, uint64_t fh, int direct_io, int keep_cache, int nonseekable)
     int traxll_direct_write(const fuse_file_info* fi)
     void traxll_drop_written(uint64_t ino, int64_t off, int64_t len) nogil
+    int traxll_kill_suidgid()
+    int traxll_killpriv_v2
     const fuse_ctx* fuse_req_ctx(fuse_req_t req)
     int fuse_reply_err(fuse_req_t req, int err) nogil
     void fuse_reply_none(fuse_req_t req) nogil
@@ -1024,6 +1148,8 @@ cdef void _ll_setattr(fuse_req_t req, fuse_ino_t ino, stat* attr, int to_set, fu
             kw["mtime_ns"] = mtime_ns
         if to_set & FUSE_SET_ATTR_CTIME:
             kw["ctime_ns"] = ctime_ns
+        if traxll_kill_suidgid():
+            kw["kill_suidgid"] = True
         args = (ino, kw) + _caller(req)
     except BaseException:  # noqa: BLE001
         fuse_reply_err(req, _errno.EIO)
@@ -1095,7 +1221,8 @@ cdef void _ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t
 cdef void _ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                     fuse_file_info* fi) noexcept with gil:
     try:
-        args = (fi.fh, off, buf[:size])  # the request's buffer is libfuse's: copied before the hand-off
+        # the request's buffer is libfuse's: copied before the hand-off
+        args = (fi.fh, off, buf[:size], bool(traxll_kill_suidgid()), ino)
     except BaseException:  # noqa: BLE001
         fuse_reply_err(req, _errno.EIO)
         return
@@ -1104,7 +1231,7 @@ cdef void _ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size
 
 cdef void _ll_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
     try:
-        args = (ino, fi.flags) + _caller(req)
+        args = (ino, fi.flags, bool(traxll_kill_suidgid())) + _caller(req)
     except BaseException:  # noqa: BLE001
         fuse_reply_err(req, _errno.EIO)
         return
@@ -1155,7 +1282,9 @@ cdef void _ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_
 
 cdef void _ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
                         fuse_file_info* fi) noexcept with gil:
-    _dispatch(req, "fallocate", (ino, mode, off, length, fi.fh))
+    # no kill flag comes with it: a caller other than root (CAP_FSETID) clears set-ID bits, as
+    # the kernel did with a SETATTR before HANDLE_KILLPRIV_V2
+    _dispatch(req, "fallocate", (ino, mode, off, length, fi.fh, fuse_req_ctx(req).uid != 0))
 
 
 cdef void _ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg, fuse_file_info* fi,
@@ -1309,6 +1438,13 @@ def reader() -> dict:
     traxll_reader_counts(&direct, &queued, &running, &threads, &peak, &started)
     return {"running": bool(running), "threads": threads, "peak": peak, "started": started, "direct": direct,
             "queued": queued, "max_idle": TRAXLL_MAX_IDLE}
+
+
+def killpriv_v2() -> bool:
+    """Whether the kernel was told HANDLE_KILLPRIV_V2 in the last session's INIT answer: it
+    then asks no ``security.capability`` before a write of a file found once without one, and
+    the server clears set-ID bits where a request says so."""
+    return bool(traxll_killpriv_v2)
 
 
 def sessions() -> int:

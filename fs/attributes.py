@@ -19,9 +19,10 @@ class Attributes:
 
     def setattr(self, ino: int, *, mode: int | None = None, uid: int | None = None, gid: int | None = None,
                 size: int | None = None, atime_ns: int | None = None, mtime_ns: int | None = None,
-                ctime_ns: int | None = None) -> Inode:
+                ctime_ns: int | None = None, kill_suidgid: bool = False) -> Inode:
         """Set what is given (a size truncates or extends the file); ctime becomes now unless
-        given, and only if something changed. One transaction (plus the truncate's)."""
+        given, and only if something changed. One transaction (plus the truncate's).
+        ``kill_suidgid`` (no ``mode`` given): clear the set-ID bits as :func:`killed` says."""
         if size is not None:
             self.files.truncate(ino, size)
         inodes = self.inodes
@@ -31,6 +32,8 @@ class Attributes:
             if mode is not None:
                 node.mode = stat.S_IFMT(node.mode) | (mode & 0o7777)
                 changed = True
+            elif kill_suidgid and killed(node.mode) != node.mode:
+                node.mode, changed = killed(node.mode), True
             if uid is not None and uid != UNCHANGED_ID:
                 node.uid, changed = uid, True
             if gid is not None and gid != UNCHANGED_ID:
@@ -47,3 +50,27 @@ class Attributes:
                 with inodes.transaction() as ftx:
                     inodes.put(ftx, node)
             return inodes.attrs(ino)
+
+    def kill_suidgid(self, ino: int) -> bool:
+        """Clear the set-ID bits of ``ino`` as :func:`killed` says (a write or a truncating open
+        by a caller without CAP_FSETID); whether anything changed. Nothing is written when the
+        bits are clear: every such write asks this."""
+        with self.inodes.lock:  # re-entrant: setattr takes it again
+            mode = self.inodes.get(ino).mode
+            if killed(mode) == mode:
+                return False
+            self.setattr(ino, kill_suidgid=True)
+            return True
+
+
+def killed(mode: int) -> int:
+    """``mode`` after a write, truncate or chown by an unprivileged caller (Linux's rule, as
+    ``should_remove_suid``): no set-user-ID bit, and no set-group-ID bit if group-executable
+    (without group execute it marks mandatory locking, not a privilege). Not for a directory,
+    whose set-group-ID bit is inherited by what is made in it."""
+    if stat.S_ISDIR(mode):
+        return mode
+    mode &= ~stat.S_ISUID
+    if mode & stat.S_IXGRP:
+        mode &= ~stat.S_ISGID
+    return mode

@@ -338,7 +338,9 @@ class FileSystem:
     # ----- attributes ---------------------------------------------------------------------------
     def setattr(self, ino: int, *, mode: int | None = None, uid: int | None = None, gid: int | None = None,
                 size: int | None = None, atime_ns: int | None = None, mtime_ns: int | None = None,
-                ctime_ns: int | None = None, caller: Caller = NOBODY) -> Inode:
+                ctime_ns: int | None = None, kill_suidgid: bool = False, caller: Caller = NOBODY) -> Inode:
+        """``kill_suidgid``: a truncate or chown that clears the set-ID bits
+        (``attributes.killed``; the subtrees' objects keep none to clear)."""
         owner = self._owner(ino)
         if owner is not None:
             given = {"mode": mode, "uid": uid, "gid": gid, "size": size, "atime_ns": atime_ns,
@@ -346,7 +348,14 @@ class FileSystem:
             return owner.setattr(ino, {k: v for k, v in given.items() if v is not None}, caller)
         self.flags.refuse(ino, "changing attributes")
         return self.attributes.setattr(ino, mode=mode, uid=uid, gid=gid, size=size, atime_ns=atime_ns,
-                                       mtime_ns=mtime_ns, ctime_ns=ctime_ns)
+                                       mtime_ns=mtime_ns, ctime_ns=ctime_ns, kill_suidgid=kill_suidgid)
+
+    def kill_suidgid(self, ino: int) -> bool:
+        """After a write or a truncating open by a caller without CAP_FSETID: clear the set-ID
+        bits (``attributes.killed``); whether they changed. The subtrees' objects keep none."""
+        if self._owner(ino) is not None:
+            return False
+        return self.attributes.kill_suidgid(ino)
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
         """An extended attribute; ``trax.extents`` of a file is computed (``fs/extent_report.py``)."""

@@ -89,6 +89,34 @@ def test_hot_requests_take_the_fast_route(served):
     assert os.listdir(d) == []
 
 
+def test_writes_ask_no_capabilities_once_a_file_has_none(served):
+    """HANDLE_KILLPRIV_V2 (our INIT answer carries it): the kernel asks ``security.capability``
+    at the first write of a file and none of the next 200; a file given one is asked again, and
+    the write drops it (even root's, as on a local filesystem)."""
+    assert _status(served)["fuse_lowlevel"]["killpriv_v2"] is True
+    f = served / "many"
+    before = _status(served)["fuse_lowlevel"]
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for i in range(200):
+            os.pwrite(fd, b"w" * 4096, i * 4096)
+    finally:
+        os.close(fd)
+    after = _status(served)["fuse_lowlevel"]
+    assert after["write"] - before["write"] == 200
+    assert after["getxattr"] - before["getxattr"] <= 1, (before, after)
+    os.setxattr(f, "security.capability", bytes.fromhex("01000002" + "00" * 16))
+    fd = os.open(f, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"x", 0)
+    finally:
+        os.close(fd)
+    assert _status(served)["fuse_lowlevel"]["getxattr"] > after["getxattr"]
+    with pytest.raises(OSError) as gone:
+        os.getxattr(f, "security.capability")
+    assert gone.value.errno == errno.ENODATA
+
+
 def test_references_return_and_unlinked_files_are_freed(served):
     """Every lookup and create reply takes a reference the kernel gives back with FORGET: once
     the kernel drops its caches the filesystem holds none of the files, and the unlinked ones

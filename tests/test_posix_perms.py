@@ -378,6 +378,82 @@ def test_write_by_non_root_non_owner_clears_setuid_and_setgid(mnt):
     assert read_file(f) == b"Data"
 
 
+def test_write_by_non_root_sees_the_cleared_bits_at_once(mnt):
+    """The writer's own fstat, right after its write, shows the bits gone: the kernel's cached
+    attributes do not outlive the write that changed them."""
+    f = file_of(mnt / "f", NOBODY, 0o6755)
+
+    def write_then_fstat():
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            before = stat.S_IMODE(os.fstat(fd).st_mode)
+            os.pwrite(fd, b"D", 0)
+            return before, stat.S_IMODE(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+
+    assert as_user(write_then_fstat) == (0o6755, 0o755)
+
+
+def test_write_by_root_keeps_setuid_and_setgid(mnt):
+    """A writer with CAP_FSETID (root) leaves the set-ID bits, as on Linux's own filesystems."""
+    f = file_of(mnt / "f", NOBODY, 0o6755)
+    fd = os.open(f, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"D", 0)
+    finally:
+        os.close(fd)
+    assert mode_of(f) == 0o6755
+    assert read_file(f) == b"Data"
+
+
+@pytest.mark.parametrize("mode, after", [(0o6755, 0o755), (0o2745, 0o2745)])
+def test_truncate_by_non_root_clears_setuid_and_setgid(mnt, mode, after):
+    """ftruncate, truncate and an O_TRUNC open by an unprivileged owner: S_ISUID goes, S_ISGID
+    goes with group execute (without it, it marks mandatory locking and stays)."""
+    f = file_of(mnt / "f", NOBODY, mode)
+    for cut in (lambda: os.truncate(f, 2), lambda: os.close(os.open(f, os.O_WRONLY | os.O_TRUNC))):
+        os.chmod(f, mode)
+        as_user(cut)
+        assert mode_of(f) == after
+    assert read_file(f) == b""
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate")
+def test_fallocate_by_non_root_clears_setuid(mnt):
+    f = file_of(mnt / "f", NOBODY, 0o4755)
+
+    def grow():
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            os.posix_fallocate(fd, 0, 8192)
+        finally:
+            os.close(fd)
+
+    as_user(grow)
+    assert mode_of(f) == 0o755
+    assert os.stat(f).st_size == 8192
+
+
+def test_direct_write_by_non_root_clears_setuid(mnt):
+    """An O_DIRECT write goes to the server without the kernel's own check: the server clears."""
+    f = file_of(mnt / "f", NOBODY, 0o4755, data=b"")
+
+    def direct():
+        import mmap
+        buf = mmap.mmap(-1, 4096)
+        buf.write(b"d" * 4096)
+        fd = os.open(f, os.O_WRONLY | os.O_DIRECT)
+        try:
+            os.pwritev(fd, [buf], 0)
+        finally:
+            os.close(fd)
+
+    as_user(direct)
+    assert mode_of(f) == 0o755
+    assert read_file(f) == b"d" * 4096
+
+
 # ----- new files: owner, setgid directories, umask ---------------------------------------------------------
 
 

@@ -143,7 +143,8 @@ class TraxOperations(pyfuse3.Operations):
     def counters(self) -> dict:
         """What this adapter adds to ``/.trax/filesystem.json``."""
         return {"fuse_reads": dict(self.stats),
-                "fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls},
+                "fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls,
+                                  "killpriv_v2": fuse_lowlevel.killpriv_v2()},
                 "fuse_reader": fuse_lowlevel.reader()}
 
     # ----- plumbing -----------------------------------------------------------------------------
@@ -270,9 +271,12 @@ class TraxOperations(pyfuse3.Operations):
         self._call(self.fs.rename, parent, name, new_parent, new_name, flags, Caller(pid, uid, gid))
 
     # ----- files --------------------------------------------------------------------------------
-    def ll_open(self, ino: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
-        """(libfuse asks for atomic O_TRUNC: an open may truncate, on the reader thread.)"""
+    def ll_open(self, ino: int, flags: int, kill_suidgid: bool, pid: int, uid: int, gid: int) -> tuple:
+        """(libfuse asks for atomic O_TRUNC: an open may truncate, on the reader thread.)
+        ``kill_suidgid``: a truncating open by a caller without CAP_FSETID (HANDLE_KILLPRIV_V2)."""
         handle = self._call(self.fs.open_file, ino, flags, Caller(pid, uid, gid))
+        if kill_suidgid:
+            self._kill_suidgid(ino)
         return self._opened(handle), handle.direct_io, handle.keep_cache, handle.nonseekable
 
     def ll_create(self, parent: int, name: bytes, mode: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
@@ -285,8 +289,19 @@ class TraxOperations(pyfuse3.Operations):
     def ll_read(self, fh: int, off: int, size: int) -> bytes:
         return self._call(self._open[fh].read, off, size)
 
-    def ll_write(self, fh: int, off: int, data: bytes) -> int:
-        return self._call(self._open[fh].write, off, data)
+    def ll_write(self, fh: int, off: int, data: bytes, kill_suidgid: bool, ino: int) -> int:
+        """``kill_suidgid``: the writer has no CAP_FSETID (HANDLE_KILLPRIV_V2, or direct I/O)."""
+        written = self._call(self._open[fh].write, off, data)
+        if kill_suidgid:
+            self._kill_suidgid(ino)
+        return written
+
+    def _kill_suidgid(self, ino: int) -> None:
+        """Clear the set-user-ID bit of file ``ino``, and its set-group-ID bit if it is group
+        executable, as a write or truncate by an unprivileged caller does on a local filesystem.
+        (The kernel's cached attributes need no word: it marks them stale itself after a write,
+        a truncating open or a fallocate, and a stat asks again.)"""
+        self._call(self.fs.kill_suidgid, ino)
 
     def lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel``
@@ -297,7 +312,7 @@ class TraxOperations(pyfuse3.Operations):
         except Exception as e:
             raise self._fuse_error(handle.seek, e) from None
 
-    def fallocate(self, ino: int, mode: int, off: int, length: int, fh: int) -> None:
+    def fallocate(self, ino: int, mode: int, off: int, length: int, fh: int, kill_suidgid: bool) -> None:
         """fallocate(2) (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and
         calls this on a reader thread)."""
         handle = self._open[fh]
@@ -305,6 +320,8 @@ class TraxOperations(pyfuse3.Operations):
             handle.fallocate(mode, off, length)
         except Exception as e:
             raise self._fuse_error(handle.fallocate, e) from None
+        if kill_suidgid:
+            self._kill_suidgid(ino)
 
     def ioctl(self, ino: int, cmd: int, data: bytes, out_size: int, fh: int) -> bytes:
         """The inode flags of chattr and lsattr: ``FS_IOC_GETFLAGS`` / ``SETFLAGS`` (an
