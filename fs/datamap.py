@@ -136,6 +136,11 @@ class DataMap:
             self._written += 1
             self.stats["data_bytes_written"] += nbytes
 
+    def written(self) -> int:
+        """The generation of data writes completed so far (``flush_data(upto=...)``)."""
+        with self._cv:
+            return self._written
+
     def depend(self) -> None:
         """A transaction about to commit may describe every data write completed so far: the
         log flush that writes its commit record flushes them first. (Overwrite intents do not
