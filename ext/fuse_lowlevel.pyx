@@ -2,7 +2,7 @@
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
 create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename,
-setattr, opendir, releasedir), added without forking pyfuse3.
+setattr, opendir, releasedir, readdirplus), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -79,7 +79,7 @@ cdef extern from *:
            TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
            TRAXLL_READ = 8192, TRAXLL_OPEN = 16384, TRAXLL_MKDIR = 32768, TRAXLL_RMDIR = 65536,
            TRAXLL_RENAME = 131072, TRAXLL_SETATTR = 262144, TRAXLL_OPENDIR = 524288,
-           TRAXLL_RELEASEDIR = 1048576 };
+           TRAXLL_RELEASEDIR = 1048576, TRAXLL_READDIRPLUS = 2097152 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -123,6 +123,7 @@ cdef extern from *:
         TRAXLL_TAKE(setattr, TRAXLL_SETATTR)
         TRAXLL_TAKE(opendir, TRAXLL_OPENDIR)
         TRAXLL_TAKE(releasedir, TRAXLL_RELEASEDIR)
+        TRAXLL_TAKE(readdirplus, TRAXLL_READDIRPLUS)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -216,6 +217,7 @@ cdef extern from *:
         case 25: return traxll_filled & TRAXLL_FLUSH;
         case 27: return traxll_filled & TRAXLL_OPENDIR;
         case 29: return traxll_filled & TRAXLL_RELEASEDIR;
+        case 44: return traxll_filled & TRAXLL_READDIRPLUS;
         case 35: return traxll_filled & TRAXLL_CREATE;
         case 39: return traxll_filled & TRAXLL_IOCTL;
         case 43: return traxll_filled & TRAXLL_FALLOCATE;
@@ -889,6 +891,7 @@ cdef extern from *:
         void (*fsync)(fuse_req_t, fuse_ino_t, int, fuse_file_info*) noexcept
         void (*opendir)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*releasedir)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
+        void (*readdirplus)(fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*) noexcept
         void (*getxattr)(fuse_req_t, fuse_ino_t, const char*, size_t) noexcept
         void (*lseek)(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*) noexcept
         void (*fallocate)(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept
@@ -898,7 +901,7 @@ cdef extern from *:
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
     unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME, TRAXLL_SETATTR
-    unsigned TRAXLL_OPENDIR, TRAXLL_RELEASEDIR
+    unsigned TRAXLL_OPENDIR, TRAXLL_RELEASEDIR, TRAXLL_READDIRPLUS
     int FUSE_SET_ATTR_MODE, FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID, FUSE_SET_ATTR_SIZE, FUSE_SET_ATTR_ATIME
     int FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_ATIME_NOW, FUSE_SET_ATTR_MTIME_NOW, FUSE_SET_ATTR_CTIME
     void traxll_setattr_values(const stat* a, int to_set, unsigned* mode, unsigned* uid, unsigned* gid,
@@ -928,6 +931,8 @@ cdef extern from *:
     int fuse_reply_attr(fuse_req_t req, const stat* attr, double attr_timeout) nogil
     int fuse_reply_write(fuse_req_t req, size_t count) nogil
     int fuse_reply_buf(fuse_req_t req, const char* buf, size_t size) nogil
+    size_t fuse_add_direntry_plus(fuse_req_t req, char* buf, size_t bufsize, const char* name,
+                                  const fuse_entry_param* e, off_t off) nogil
     int fuse_reply_xattr(fuse_req_t req, size_t count) nogil
     int fuse_reply_lseek(fuse_req_t req, off_t off) nogil
     int fuse_reply_ioctl(fuse_req_t req, int result, const void *buf, size_t size) nogil
@@ -941,7 +946,7 @@ _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IO
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
         "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN, "mkdir": TRAXLL_MKDIR,
         "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME, "setattr": TRAXLL_SETATTR, "opendir": TRAXLL_OPENDIR,
-        "releasedir": TRAXLL_RELEASEDIR}
+        "releasedir": TRAXLL_RELEASEDIR, "readdirplus": TRAXLL_READDIRPLUS}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -965,6 +970,28 @@ cdef int _fill_entry(fuse_entry_param* e, tuple t) except -1:
     e.attr_timeout = t[3]
     traxll_fill_attr(&e.attr, t[0], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13])
     return 0
+
+
+cdef bytes _pack_direntries(fuse_req_t req, list entries, size_t size):
+    """A READDIRPLUS answer: ``entries`` (name, entry tuple, cookie), each with its attributes,
+    in at most ``size`` bytes (the handler chose them by :func:`direntplus_size`)."""
+    cdef fuse_entry_param e
+    cdef bytearray buf = bytearray(size)
+    cdef char* p = buf
+    cdef size_t pos = 0, n
+    cdef bytes name
+    for name, entry, cookie in entries:
+        _fill_entry(&e, entry)
+        n = fuse_add_direntry_plus(req, p + pos, size - pos, name, &e, cookie)
+        if n > size - pos:
+            raise AssertionError(f"readdirplus: {name!r} does not fit in what is left of {size} bytes")
+        pos += n
+    return bytes(buf[:pos])
+
+
+def direntplus_size(bytes name) -> int:
+    """Bytes the entry ``name`` takes in a READDIRPLUS answer (its attributes included)."""
+    return fuse_add_direntry_plus(NULL, NULL, 0, name, NULL, 0)
 
 
 cdef class _Request:
@@ -1029,6 +1056,10 @@ cdef class _Request:
             _fill_entry(&e, result)
             if self._claim():
                 ret = fuse_reply_entry(self.req, &e)
+        elif op == "readdirplus":
+            listing = _pack_direntries(self.req, result, self.size)
+            if self._claim():
+                ret = fuse_reply_buf(self.req, <const char*> listing, len(listing))
         elif op == "getattr" or op == "setattr":
             _fill_entry(&e, result)
             if self._claim():
@@ -1255,6 +1286,11 @@ cdef void _ll_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noe
     _dispatch(req, "releasedir", (fi.fh,))
 
 
+cdef void _ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                          fuse_file_info* fi) noexcept with gil:
+    _dispatch(req, "readdirplus", (fi.fh, off, size), NULL, size)
+
+
 cdef void _ll_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept with gil:
     _dispatch(req, "flush", (fi.fh,))
 
@@ -1341,22 +1377,26 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
 
     * ``lookup(parent, name, pid, uid, gid)``, ``getattr(ino, pid, uid, gid)`` and
       ``setattr(ino, changes, pid, uid, gid)`` (``changes``: ``FileSystem.setattr``'s keywords:
-      mode, uid, gid, size, atime_ns, mtime_ns, ctime_ns; "now" already read) -> entry tuple ``(ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
+      mode, uid, gid, size, atime_ns, mtime_ns, ctime_ns, kill_suidgid; "now" already read) -> entry tuple ``(ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
-      keep_cache, nonseekable))``; ``open(ino, flags, pid, uid, gid)`` -> ``(fh, direct_io,
-      keep_cache, nonseekable)``, and ``opendir(ino, pid, uid, gid)`` the same;
+      keep_cache, nonseekable))``; ``open(ino, flags, kill_suidgid, pid, uid, gid)`` -> ``(fh,
+      direct_io, keep_cache, nonseekable)``, and ``opendir(ino, pid, uid, gid)`` the same;
+    * ``readdirplus(fh, off, size)`` -> list of ``(name, entry tuple, cookie)`` that fit in
+      ``size`` bytes (:func:`direntplus_size` each; the kernel takes a lookup reference of
+      every one but "." and "..");
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
     * ``mkdir(parent, name, mode, pid, uid, gid)`` -> entry tuple;
     * ``rename(parent, name, new_parent, new_name, flags, pid, uid, gid)`` -> ``None``;
     * ``unlink(parent, name, pid, uid, gid)``, ``rmdir`` (the same), ``flush(fh)``, ``release(fh)``,
       ``releasedir(fh)``,
-      ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data)`` -> bytes written;
+      ``fsync(fh, datasync)`` -> ``None``; ``write(fh, off, data, kill_suidgid, ino)`` -> bytes
+      written;
     * ``read(fh, off, size)`` -> at most ``size`` bytes (any object with the buffer interface);
     * ``getxattr(ino, name)`` -> the value (the size check against the caller's buffer is done here);
     * ``lseek(ino, off, whence, fh)`` -> new offset, for ``SEEK_DATA`` / ``SEEK_HOLE`` (the kernel
       handles the other whences itself);
-    * ``fallocate(ino, mode, off, length, fh)`` -> ``None`` (the kernel passes on ``KEEP_SIZE``,
+    * ``fallocate(ino, mode, off, length, fh, kill_suidgid)`` -> ``None`` (the kernel passes on ``KEEP_SIZE``,
       ``PUNCH_HOLE`` and ``ZERO_RANGE``; ENOSYS once makes it refuse every later call itself);
     * ``ioctl(ino, cmd, in_bytes, out_size, fh)`` -> out bytes, for the restricted ioctls the
       kernel passes on; only the commands in ``ioctl_cmds`` reach it, any other is ENOTTY at once.
@@ -1411,6 +1451,8 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.opendir = _ll_opendir
     if "releasedir" in served:
         traxll_extra.releasedir = _ll_releasedir
+    if "readdirplus" in served:
+        traxll_extra.readdirplus = _ll_readdirplus
     if "mkdir" in served:
         traxll_extra.mkdir = _ll_mkdir
     if "rmdir" in served:

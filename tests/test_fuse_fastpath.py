@@ -83,7 +83,7 @@ def test_hot_requests_take_the_fast_route(served):
     _drop_kernel_caches()
     after = _status(served)["fuse_lowlevel"]
     for op in ("create", "open", "read", "write", "flush", "release", "fsync", "lookup", "unlink", "forget",
-               "getxattr", "mkdir", "rmdir", "rename", "setattr", "opendir", "releasedir"):
+               "getxattr", "mkdir", "rmdir", "rename", "setattr", "opendir", "releasedir", "readdirplus"):
         assert after[op] >= before[op] + 20, (op, before[op], after[op])
     assert after["getattr"] >= before["getattr"]
     assert os.listdir(d) == []
@@ -141,6 +141,31 @@ def test_references_return_and_unlinked_files_are_freed(served):
     _drop_kernel_caches()
     _wait_for(lambda: _status(served)["referenced_inodes"] == base, "the last reference stayed")
     _wait_for(lambda: os.statvfs(served).f_bfree >= free_before - 16, "the unlinked files' space was not freed")
+
+
+def test_listings_of_many_buffers_give_each_entry_once_and_its_reference_back(served):
+    """READDIRPLUS on the readers: 4,000 entries of names up to 250 bytes (some 1.7 MB of
+    answer) take several answers, each the entries that fit in the kernel's buffer and no more;
+    each name comes once with its attributes, and every reference the kernel took with an entry
+    is given back once it drops its caches."""
+    d = served / "many"
+    d.mkdir()
+    names = {f"{i:05d}-" + "n" * (i % 245) for i in range(4000)}
+    for name in names:
+        (d / name).write_bytes(b"")
+    os.chmod(d / "00007-nnnnnnn", 0o640)
+    _drop_kernel_caches()
+    base = _status(served)["referenced_inodes"]
+    before = _status(served)["fuse_lowlevel"]["readdirplus"]
+    with os.scandir(d) as it:
+        got = {e.name: e.stat(follow_symlinks=False) for e in it}  # attributes from the listing
+    assert set(got) == names and len(got) == 4000
+    assert got["00007-nnnnnnn"].st_mode & 0o777 == 0o640
+    assert _status(served)["fuse_lowlevel"]["readdirplus"] - before >= 3  # two full answers at least, then the end
+    assert _status(served)["referenced_inodes"] == base + 1 + 4000  # the directory, and each entry
+    _drop_kernel_caches()
+    _wait_for(lambda: _status(served)["referenced_inodes"] == base,
+              lambda: f"listing references not given back: {_status(served)['referenced_inodes']} held, {base} expected")
 
 
 def _getxattr(path: Path, name: bytes, size: int) -> tuple[int, bytes]:

@@ -136,7 +136,8 @@ class TraxOperations(pyfuse3.Operations):
              "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename, "unlink": self.ll_unlink,
              "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write,
              "flush": self.ll_flush, "release": self.ll_release, "fsync": self.ll_fsync,
-             "opendir": self.ll_opendir, "releasedir": self.ll_releasedir, "getxattr": self.ll_getxattr,
+             "opendir": self.ll_opendir, "releasedir": self.ll_releasedir, "readdirplus": self.ll_readdirplus,
+             "getxattr": self.ll_getxattr,
              "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
             ioctl_cmds=IOCTL_CMDS)
 
@@ -368,26 +369,30 @@ class TraxOperations(pyfuse3.Operations):
         self._dirs[fh] = _OpenDir(ino, caller)
         return fh, False, False, False
 
-    async def readdir(self, fh, start_id, token):
+    def ll_readdirplus(self, fh: int, start: int, size: int) -> list:
+        """The entries after cookie ``start`` that fit in ``size`` bytes (as many as the open
+        directory's window allows), each with its attributes; the kernel takes a lookup
+        reference of every one but "." and "..", counted here as it is chosen."""
         d = self._dirs[fh]
-        window = d.window_for(start_id)
-        after, sent = start_id, 0
-        while window is None or sent < window:
-            want = READDIR_BATCH if window is None else min(READDIR_BATCH, window - sent)
-            batch = await self._run(self.fs.readdir, d.ino, after, want, d.caller, True)
+        window = d.window_for(start)
+        out: list = []
+        after, room = start, size
+        while window is None or len(out) < window:
+            want = READDIR_BATCH if window is None else min(READDIR_BATCH, window - len(out))
+            batch = self._call(self.fs.readdir, d.ino, after, want, d.caller, True)
             if not batch:
                 break
             for name, node, cookie in batch:
-                counted = name not in DOTS  # readdirplus: the kernel takes a lookup reference of
-                if counted:  # every entry but "." and ".." ...
-                    self.fs.ref(node.ino)
-                if not pyfuse3.readdir_reply(token, name, self._entry(node), cookie):
-                    if counted:
-                        self._unref(node.ino)  # ... only if the entry fit in the reply
+                need = fuse_lowlevel.direntplus_size(name)
+                if need > room:
                     d.end = after
-                    return
-                after, sent = cookie, sent + 1
+                    return out
+                if name not in DOTS:
+                    self.fs.ref(node.ino)
+                out.append((name, self._entry_tuple(node), cookie))
+                after, room = cookie, room - need
         d.end = after
+        return out
 
     def ll_releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
