@@ -2,7 +2,8 @@
 """FUSE low-level handlers next to pyfuse3's: the operations pyfuse3 does not carry (``lseek``,
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
 create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename,
-setattr, opendir, releasedir, readdirplus), added without forking pyfuse3.
+setattr, opendir, releasedir, readdirplus, symlink, link, mknod, readlink, statfs,
+listxattr), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -79,7 +80,9 @@ cdef extern from *:
            TRAXLL_RELEASE = 512, TRAXLL_FSYNC = 1024, TRAXLL_GETXATTR = 2048, TRAXLL_UNLINK = 4096,
            TRAXLL_READ = 8192, TRAXLL_OPEN = 16384, TRAXLL_MKDIR = 32768, TRAXLL_RMDIR = 65536,
            TRAXLL_RENAME = 131072, TRAXLL_SETATTR = 262144, TRAXLL_OPENDIR = 524288,
-           TRAXLL_RELEASEDIR = 1048576, TRAXLL_READDIRPLUS = 2097152 };
+           TRAXLL_RELEASEDIR = 1048576, TRAXLL_READDIRPLUS = 2097152, TRAXLL_SYMLINK = 4194304,
+           TRAXLL_LINK = 8388608, TRAXLL_MKNOD = 16777216, TRAXLL_READLINK = 33554432,
+           TRAXLL_STATFS = 67108864, TRAXLL_LISTXATTR = 134217728 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -124,6 +127,12 @@ cdef extern from *:
         TRAXLL_TAKE(opendir, TRAXLL_OPENDIR)
         TRAXLL_TAKE(releasedir, TRAXLL_RELEASEDIR)
         TRAXLL_TAKE(readdirplus, TRAXLL_READDIRPLUS)
+        TRAXLL_TAKE(symlink, TRAXLL_SYMLINK)
+        TRAXLL_TAKE(link, TRAXLL_LINK)
+        TRAXLL_TAKE(mknod, TRAXLL_MKNOD)
+        TRAXLL_TAKE(readlink, TRAXLL_READLINK)
+        TRAXLL_TAKE(statfs, TRAXLL_STATFS)
+        TRAXLL_TAKE(listxattr, TRAXLL_LISTXATTR)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -218,6 +227,12 @@ cdef extern from *:
         case 27: return traxll_filled & TRAXLL_OPENDIR;
         case 29: return traxll_filled & TRAXLL_RELEASEDIR;
         case 44: return traxll_filled & TRAXLL_READDIRPLUS;
+        case 5: return traxll_filled & TRAXLL_READLINK;
+        case 6: return traxll_filled & TRAXLL_SYMLINK;
+        case 8: return traxll_filled & TRAXLL_MKNOD;
+        case 13: return traxll_filled & TRAXLL_LINK;
+        case 17: return traxll_filled & TRAXLL_STATFS;
+        case 23: return traxll_filled & TRAXLL_LISTXATTR;
         case 35: return traxll_filled & TRAXLL_CREATE;
         case 39: return traxll_filled & TRAXLL_IOCTL;
         case 43: return traxll_filled & TRAXLL_FALLOCATE;
@@ -837,6 +852,19 @@ cdef extern from *:
         *ctime_ns = traxll_ns(a->st_ctim);
     }
 
+    static int traxll_reply_statfs(fuse_req_t req, unsigned long bsize, uint64_t blocks, uint64_t bfree,
+                                   uint64_t files, uint64_t ffree, unsigned long namemax) {
+        struct statvfs st;
+        memset(&st, 0, sizeof st);
+        st.f_bsize = st.f_frsize = bsize;
+        st.f_blocks = blocks;
+        st.f_bfree = st.f_bavail = bfree;
+        st.f_files = files;
+        st.f_ffree = st.f_favail = ffree;
+        st.f_namemax = namemax;
+        return fuse_reply_statfs(req, &st);
+    }
+
     static void traxll_set_open(struct fuse_file_info *fi, uint64_t fh, int direct_io, int keep_cache,
                                 int nonseekable) {
         fi->fh = fh;
@@ -854,6 +882,7 @@ cdef extern from *:
     ctypedef unsigned uid_t
     ctypedef unsigned gid_t
     ctypedef int pid_t
+    ctypedef unsigned long dev_t
     struct stat:
         pass
     struct fuse_file_info:
@@ -892,6 +921,12 @@ cdef extern from *:
         void (*opendir)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*releasedir)(fuse_req_t, fuse_ino_t, fuse_file_info*) noexcept
         void (*readdirplus)(fuse_req_t, fuse_ino_t, size_t, off_t, fuse_file_info*) noexcept
+        void (*symlink)(fuse_req_t, const char*, fuse_ino_t, const char*) noexcept
+        void (*link)(fuse_req_t, fuse_ino_t, fuse_ino_t, const char*) noexcept
+        void (*mknod)(fuse_req_t, fuse_ino_t, const char*, mode_t, dev_t) noexcept
+        void (*readlink)(fuse_req_t, fuse_ino_t) noexcept
+        void (*statfs)(fuse_req_t, fuse_ino_t) noexcept
+        void (*listxattr)(fuse_req_t, fuse_ino_t, size_t) noexcept
         void (*getxattr)(fuse_req_t, fuse_ino_t, const char*, size_t) noexcept
         void (*lseek)(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*) noexcept
         void (*fallocate)(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept
@@ -901,7 +936,10 @@ cdef extern from *:
     unsigned TRAXLL_LSEEK, TRAXLL_FALLOCATE, TRAXLL_IOCTL, TRAXLL_LOOKUP, TRAXLL_GETATTR, TRAXLL_FORGET
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
     unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME, TRAXLL_SETATTR
-    unsigned TRAXLL_OPENDIR, TRAXLL_RELEASEDIR, TRAXLL_READDIRPLUS
+    unsigned TRAXLL_OPENDIR, TRAXLL_RELEASEDIR, TRAXLL_READDIRPLUS, TRAXLL_SYMLINK, TRAXLL_LINK, TRAXLL_MKNOD
+    unsigned TRAXLL_READLINK, TRAXLL_STATFS, TRAXLL_LISTXATTR
+    int traxll_reply_statfs(fuse_req_t req, unsigned long bsize, uint64_t blocks, uint64_t bfree, uint64_t files,
+                            uint64_t ffree, unsigned long namemax) nogil
     int FUSE_SET_ATTR_MODE, FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID, FUSE_SET_ATTR_SIZE, FUSE_SET_ATTR_ATIME
     int FUSE_SET_ATTR_MTIME, FUSE_SET_ATTR_ATIME_NOW, FUSE_SET_ATTR_MTIME_NOW, FUSE_SET_ATTR_CTIME
     void traxll_setattr_values(const stat* a, int to_set, unsigned* mode, unsigned* uid, unsigned* gid,
@@ -934,6 +972,7 @@ cdef extern from *:
     size_t fuse_add_direntry_plus(fuse_req_t req, char* buf, size_t bufsize, const char* name,
                                   const fuse_entry_param* e, off_t off) nogil
     int fuse_reply_xattr(fuse_req_t req, size_t count) nogil
+    int fuse_reply_readlink(fuse_req_t req, const char* link) nogil
     int fuse_reply_lseek(fuse_req_t req, off_t off) nogil
     int fuse_reply_ioctl(fuse_req_t req, int result, const void *buf, size_t size) nogil
 
@@ -946,7 +985,9 @@ _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IO
         "flush": TRAXLL_FLUSH, "release": TRAXLL_RELEASE, "fsync": TRAXLL_FSYNC, "getxattr": TRAXLL_GETXATTR,
         "unlink": TRAXLL_UNLINK, "read": TRAXLL_READ, "open": TRAXLL_OPEN, "mkdir": TRAXLL_MKDIR,
         "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME, "setattr": TRAXLL_SETATTR, "opendir": TRAXLL_OPENDIR,
-        "releasedir": TRAXLL_RELEASEDIR, "readdirplus": TRAXLL_READDIRPLUS}
+        "releasedir": TRAXLL_RELEASEDIR, "readdirplus": TRAXLL_READDIRPLUS, "symlink": TRAXLL_SYMLINK,
+        "link": TRAXLL_LINK, "mknod": TRAXLL_MKNOD, "readlink": TRAXLL_READLINK, "statfs": TRAXLL_STATFS,
+        "listxattr": TRAXLL_LISTXATTR}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -1052,7 +1093,7 @@ cdef class _Request:
         elif op in ("flush", "release", "fsync", "unlink", "fallocate", "rmdir", "rename", "releasedir"):
             if self._claim():
                 ret = fuse_reply_err(self.req, 0)
-        elif op == "lookup" or op == "mkdir":
+        elif op in ("lookup", "mkdir", "symlink", "link", "mknod"):
             _fill_entry(&e, result)
             if self._claim():
                 ret = fuse_reply_entry(self.req, &e)
@@ -1070,8 +1111,18 @@ cdef class _Request:
             traxll_set_open(&self.fi, opened[0], opened[1], opened[2], opened[3])
             if self._claim():
                 ret = fuse_reply_create(self.req, &e, &self.fi)
-        elif op == "getxattr":
-            value = bytes(result)
+        elif op == "readlink":
+            target = bytes(result)
+            if b"\0" in target:
+                raise ValueError("a symbolic link's target holds a NUL byte")
+            if self._claim():
+                ret = fuse_reply_readlink(self.req, <const char*> target)
+        elif op == "statfs":
+            bsize, blocks, bfree, files, ffree, namemax = result
+            if self._claim():
+                ret = traxll_reply_statfs(self.req, bsize, blocks, bfree, files, ffree, namemax)
+        elif op == "getxattr" or op == "listxattr":
+            value = bytes(result) if op == "getxattr" else b"".join(name + b"\0" for name in result)
             if self.size == 0:
                 if self._claim():
                     ret = fuse_reply_xattr(self.req, len(value))
@@ -1312,6 +1363,45 @@ cdef void _ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t 
     _dispatch(req, "getxattr", args, NULL, size)
 
 
+cdef void _ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept with gil:
+    _dispatch(req, "listxattr", (ino,), NULL, size)
+
+
+cdef void _ll_readlink(fuse_req_t req, fuse_ino_t ino) noexcept with gil:
+    _dispatch(req, "readlink", (ino,))
+
+
+cdef void _ll_statfs(fuse_req_t req, fuse_ino_t ino) noexcept with gil:
+    _dispatch(req, "statfs", ())
+
+
+cdef void _ll_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) noexcept with gil:
+    try:
+        args = (parent, <bytes> name, <bytes> target) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "symlink", args)
+
+
+cdef void _ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) noexcept with gil:
+    try:
+        args = (ino, newparent, <bytes> newname) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "link", args)
+
+
+cdef void _ll_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) noexcept with gil:
+    try:
+        args = (parent, <bytes> name, mode, rdev) + _caller(req)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "mknod", args)
+
+
 cdef void _ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) noexcept with gil:
     _dispatch(req, "lseek", (ino, off, whence, fi.fh))
 
@@ -1386,7 +1476,12 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
       ``size`` bytes (:func:`direntplus_size` each; the kernel takes a lookup reference of
       every one but "." and "..");
     * ``forget(pairs)`` (no answer; ``pairs``: list of ``(ino, nlookup)``);
-    * ``mkdir(parent, name, mode, pid, uid, gid)`` -> entry tuple;
+    * ``mkdir(parent, name, mode, pid, uid, gid)``, ``symlink(parent, name, target, pid, uid,
+      gid)``, ``link(ino, new_parent, new_name, pid, uid, gid)`` and ``mknod(parent, name, mode,
+      rdev, pid, uid, gid)`` -> entry tuple;
+    * ``readlink(ino)`` -> the target (bytes); ``statfs()`` -> ``(block_size, blocks,
+      blocks_free, files, files_free, name_max)``; ``listxattr(ino)`` -> the names (the size
+      check against the caller's buffer is done here);
     * ``rename(parent, name, new_parent, new_name, flags, pid, uid, gid)`` -> ``None``;
     * ``unlink(parent, name, pid, uid, gid)``, ``rmdir`` (the same), ``flush(fh)``, ``release(fh)``,
       ``releasedir(fh)``,
@@ -1453,6 +1548,18 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.releasedir = _ll_releasedir
     if "readdirplus" in served:
         traxll_extra.readdirplus = _ll_readdirplus
+    if "symlink" in served:
+        traxll_extra.symlink = _ll_symlink
+    if "link" in served:
+        traxll_extra.link = _ll_link
+    if "mknod" in served:
+        traxll_extra.mknod = _ll_mknod
+    if "readlink" in served:
+        traxll_extra.readlink = _ll_readlink
+    if "statfs" in served:
+        traxll_extra.statfs = _ll_statfs
+    if "listxattr" in served:
+        traxll_extra.listxattr = _ll_listxattr
     if "mkdir" in served:
         traxll_extra.mkdir = _ll_mkdir
     if "rmdir" in served:

@@ -12,6 +12,7 @@ import ctypes
 import errno
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -80,10 +81,21 @@ def test_hot_requests_take_the_fast_route(served):
         os.mkdir(d / f"sub{i}")
         assert os.listdir(d / f"sub{i}") == []
         os.rmdir(d / f"sub{i}")
+    for i in range(20):
+        os.symlink(f"g{i}", d / f"l{i}")
+        assert os.readlink(d / f"l{i}") == f"g{i}"
+        os.mknod(d / f"p{i}", 0o600 | stat.S_IFIFO)
+        os.link(d / f"p{i}", d / f"q{i}")
+        assert os.lstat(d / f"q{i}").st_nlink == 2
+        assert os.listxattr(d / f"p{i}") == []
+        assert os.statvfs(d).f_namemax == 255
+        for name in (f"l{i}", f"p{i}", f"q{i}"):
+            os.unlink(d / name)
     _drop_kernel_caches()
     after = _status(served)["fuse_lowlevel"]
     for op in ("create", "open", "read", "write", "flush", "release", "fsync", "lookup", "unlink", "forget",
-               "getxattr", "mkdir", "rmdir", "rename", "setattr", "opendir", "releasedir", "readdirplus"):
+               "getxattr", "mkdir", "rmdir", "rename", "setattr", "opendir", "releasedir", "readdirplus",
+               "symlink", "readlink", "mknod", "link", "listxattr", "statfs"):
         assert after[op] >= before[op] + 20, (op, before[op], after[op])
     assert after["getattr"] >= before["getattr"]
     assert os.listdir(d) == []

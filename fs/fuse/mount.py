@@ -34,7 +34,8 @@ MALLOC_ARENAS = 1  # fuse_lowlevel.limit_malloc_arenas; MALLOC_ARENA_MAX in the 
 _one_session = threading.Lock()
 NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "open", "read",
                     "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename",
-                    "setattr", "opendir", "releasedir", "readdirplus"})  # the slots fuse_lowlevel must fill
+                    "setattr", "opendir", "releasedir", "readdirplus", "symlink", "link", "mknod",
+                    "readlink", "statfs", "listxattr"})  # the slots fuse_lowlevel must fill
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,

@@ -5,19 +5,18 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Two routes in. The hot requests (lookup, getattr, setattr, forget, create, open, read, write,
-flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename, opendir, releasedir: the ``ll_*``
-methods, registered by :meth:`TraxOperations.install_lowlevel`)
-and those pyfuse3 lacks (lseek, fallocate, ioctl) are read from the device by the reader
-threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them,
-as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
-device or the log holds up only its own request; another reads meanwhile). Every other request
-comes through pyfuse3 (the ``async`` methods), whose trio task per request costs more than most
-of these calls (issue 17): its filesystem call runs in a worker thread (``workers.WorkerPool``),
-so a slow device read or a long truncate delays only the request that asked for it; the
-read-only ones (readlink, getxattr, listxattr) are
-first tried on the trio thread under ``nowait.no_wait()``: answered at once when everything they
-touch is in memory, handed to a worker the moment anything would wait.
+Two routes in. The hot requests and the rest of what is served often (lookup, getattr,
+setattr, forget, create, open, read, write, flush, release, fsync, getxattr, listxattr, unlink,
+mkdir, rmdir, rename, symlink, link, mknod, readlink, statfs, opendir, readdirplus, releasedir:
+the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`) and those pyfuse3
+lacks (lseek, fallocate, ioctl) are read from the device by the reader threads of
+``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them, as in a C
+server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the device or
+the log holds up only its own request; another reads meanwhile). The few left (setxattr,
+removexattr, fsyncdir, and the getxattr pyfuse3 makes itself before a setxattr) come through
+pyfuse3 (the ``async`` methods), whose trio task per request costs more than most of these
+calls (issue 17): its filesystem call runs in a worker thread (``workers.WorkerPool``), the
+read-only getxattr first on the trio thread under ``nowait.no_wait()``.
 
 Kernel caches (what we chose and why):
 
@@ -40,8 +39,7 @@ Kernel caches (what we chose and why):
 The lookup count the kernel keeps for each inode (and every open handle) is passed on to
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
 file alive. Both only count (they never wait for the metadata lock); freeing an inode whose last
-reference went (:meth:`FileSystem.collect`) runs on the reader thread that read the forget, or
-in a worker for a reference pyfuse3's readdirplus gave back.
+reference went (:meth:`FileSystem.collect`) runs on the reader thread that read the forget.
 """
 
 from __future__ import annotations
@@ -103,10 +101,6 @@ class _OpenDir:
         return self.window
 
 
-def _caller(ctx) -> Caller:
-    return Caller(ctx.pid, ctx.uid, ctx.gid) if ctx is not None else Caller()
-
-
 class TraxOperations(pyfuse3.Operations):
     supports_dot_lookup = True
     enable_writeback_cache = False
@@ -137,7 +131,8 @@ class TraxOperations(pyfuse3.Operations):
              "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write,
              "flush": self.ll_flush, "release": self.ll_release, "fsync": self.ll_fsync,
              "opendir": self.ll_opendir, "releasedir": self.ll_releasedir, "readdirplus": self.ll_readdirplus,
-             "getxattr": self.ll_getxattr,
+             "symlink": self.ll_symlink, "link": self.ll_link, "mknod": self.ll_mknod, "readlink": self.ll_readlink,
+             "statfs": self.ll_statfs, "getxattr": self.ll_getxattr, "listxattr": self.ll_listxattr,
              "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
             ioctl_cmds=IOCTL_CMDS)
 
@@ -196,25 +191,6 @@ class TraxOperations(pyfuse3.Operations):
         return (node.ino, node.generation, timeout, timeout, node.mode, node.nlink, node.uid, node.gid,
                 node.rdev, node.size, node.blocks, node.atime_ns, node.mtime_ns, node.ctime_ns)
 
-    def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
-        """The same for the requests pyfuse3 serves."""
-        a = pyfuse3.EntryAttributes()
-        (a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
-         a.st_rdev, a.st_size, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns) = self._entry_tuple(node)
-        a.st_blksize = 1 << 20
-        a.st_birthtime_ns = node.crtime_ns
-        return a
-
-    def _referenced(self, node: Inode) -> pyfuse3.EntryAttributes:
-        """An entry the kernel will hold a lookup reference to."""
-        self.fs.ref(node.ino)
-        return self._entry(node)
-
-    def _unref(self, ino: int, n: int = 1) -> None:
-        """Drop kernel references; the last one of an unlinked inode frees it, in a worker."""
-        if self.fs.unref(ino, n):
-            self._workers.submit(lambda: self._call(self.fs.collect, ino))
-
     def _opened(self, handle: OpenFile) -> int:
         fh = next(self._fh)
         self._open[fh] = handle
@@ -242,24 +218,28 @@ class TraxOperations(pyfuse3.Operations):
     def ll_setattr(self, ino: int, changes: dict, pid: int, uid: int, gid: int) -> tuple:
         return self._entry_tuple(self._call(self.fs.setattr, ino, caller=Caller(pid, uid, gid), **changes))
 
-    async def readlink(self, inode, ctx):
-        return await self._read(self.fs.readlink, inode)
+    def ll_readlink(self, ino: int) -> bytes:
+        return self._call(self.fs.readlink, ino)
 
-    async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        return self._referenced(await self._run(self.fs.create, parent_inode, name, mode, ctx.uid, ctx.gid, rdev,
-                                                caller=_caller(ctx)))
+    def ll_mknod(self, parent: int, name: bytes, mode: int, rdev: int, pid: int, uid: int, gid: int) -> tuple:
+        node = self._call(self.fs.create, parent, name, mode, uid, gid, rdev, caller=Caller(pid, uid, gid))
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
 
     def ll_mkdir(self, parent: int, name: bytes, mode: int, pid: int, uid: int, gid: int) -> tuple:
         node = self._call(self.fs.mkdir, parent, name, mode, uid, gid, Caller(pid, uid, gid))
         self.fs.ref(node.ino)
         return self._entry_tuple(node)
 
-    async def symlink(self, parent_inode, name, target, ctx):
-        return self._referenced(await self._run(self.fs.symlink, parent_inode, name, target, ctx.uid, ctx.gid,
-                                                caller=_caller(ctx)))
+    def ll_symlink(self, parent: int, name: bytes, target: bytes, pid: int, uid: int, gid: int) -> tuple:
+        node = self._call(self.fs.symlink, parent, name, target, uid, gid, caller=Caller(pid, uid, gid))
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
 
-    async def link(self, inode, new_parent_inode, new_name, ctx):
-        return self._referenced(await self._run(self.fs.link, inode, new_parent_inode, new_name, _caller(ctx)))
+    def ll_link(self, ino: int, new_parent: int, new_name: bytes, pid: int, uid: int, gid: int) -> tuple:
+        node = self._call(self.fs.link, ino, new_parent, new_name, Caller(pid, uid, gid))
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
 
     def ll_unlink(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> None:
         self._call(self.fs.unlink, parent, name, Caller(pid, uid, gid))
@@ -432,19 +412,14 @@ class TraxOperations(pyfuse3.Operations):
         self._caps.pop(inode, None)
         await self._run(self.fs.setxattr, inode, name, value)
 
-    async def listxattr(self, inode, ctx):
-        return await self._read(self.fs.listxattr, inode)
+    def ll_listxattr(self, ino: int) -> list[bytes]:
+        return self._call(self.fs.listxattr, ino)
 
     async def removexattr(self, inode, name, ctx):
         self._caps.pop(inode, None)
         await self._run(self.fs.removexattr, inode, name)
 
     # ----- whole filesystem ---------------------------------------------------------------------
-    async def statfs(self, ctx):
-        st = await self._run(self.fs.statfs)
-        s = pyfuse3.StatvfsData()
-        s.f_bsize = s.f_frsize = st.block_size
-        s.f_blocks, s.f_bfree, s.f_bavail = st.blocks, st.blocks_free, st.blocks_free
-        s.f_files, s.f_ffree, s.f_favail = st.files, st.files_free, st.files_free
-        s.f_namemax = st.name_max
-        return s
+    def ll_statfs(self) -> tuple:
+        st = self._call(self.fs.statfs)
+        return st.block_size, st.blocks, st.blocks_free, st.files, st.files_free, st.name_max

@@ -15,7 +15,6 @@ call that has begun cannot be cancelled: the task waits for its outcome.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -23,8 +22,6 @@ from typing import Any
 
 import outcome
 import trio
-
-log = logging.getLogger("traxfs.fs")
 
 
 class WorkerPool:
@@ -51,12 +48,7 @@ class WorkerPool:
         self._submit(fn, deliver)
         return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """``job()`` in a worker thread, from any thread; nobody waits for it (it answers for
-        itself: ``traxfs.ext.fuse_lowlevel``'s requests reply to the kernel from the worker)."""
-        self._submit(job, None)
-
-    def _submit(self, fn: Callable[[], Any], deliver: Callable[[outcome.Outcome], None] | None) -> None:
+    def _submit(self, fn: Callable[[], Any], deliver: Callable[[outcome.Outcome], None]) -> None:
         with self._lock:
             self._busy += 1
             spawn = self._busy > self._threads and self._threads < self.limit
@@ -75,10 +67,7 @@ class WorkerPool:
             result = outcome.capture(fn)
             with self._lock:
                 self._busy -= 1
-            if deliver is not None:
-                deliver(result)
-            elif isinstance(result, outcome.Error):
-                log.error("internal error in a worker job", exc_info=result.error)
+            deliver(result)
 
     def close(self) -> None:
         """Let every thread end once the jobs queued before are done."""
