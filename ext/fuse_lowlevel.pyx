@@ -3,7 +3,7 @@
 ``fallocate``, ``ioctl``) and the hot ones it carries too slowly (lookup, getattr, forget,
 create, open, read, write, flush, release, fsync, getxattr, unlink, mkdir, rmdir, rename,
 setattr, opendir, releasedir, readdirplus, symlink, link, mknod, readlink, statfs,
-listxattr), added without forking pyfuse3.
+listxattr, setxattr, removexattr, fsyncdir), added without forking pyfuse3.
 
 pyfuse3 fills a ``struct fuse_lowlevel_ops`` and hands it to ``fuse_session_new()``, which
 copies it into the session. This module defines ``fuse_session_new`` itself and, as it is
@@ -82,7 +82,8 @@ cdef extern from *:
            TRAXLL_RENAME = 131072, TRAXLL_SETATTR = 262144, TRAXLL_OPENDIR = 524288,
            TRAXLL_RELEASEDIR = 1048576, TRAXLL_READDIRPLUS = 2097152, TRAXLL_SYMLINK = 4194304,
            TRAXLL_LINK = 8388608, TRAXLL_MKNOD = 16777216, TRAXLL_READLINK = 33554432,
-           TRAXLL_STATFS = 67108864, TRAXLL_LISTXATTR = 134217728 };
+           TRAXLL_STATFS = 67108864, TRAXLL_LISTXATTR = 134217728, TRAXLL_SETXATTR = 268435456,
+           TRAXLL_REMOVEXATTR = 536870912, TRAXLL_FSYNCDIR = 1073741824 };
     static unsigned traxll_filled;
     static unsigned long traxll_sessions;
     static void (*traxll_before_destroy)(void);
@@ -133,6 +134,9 @@ cdef extern from *:
         TRAXLL_TAKE(readlink, TRAXLL_READLINK)
         TRAXLL_TAKE(statfs, TRAXLL_STATFS)
         TRAXLL_TAKE(listxattr, TRAXLL_LISTXATTR)
+        TRAXLL_TAKE(setxattr, TRAXLL_SETXATTR)
+        TRAXLL_TAKE(removexattr, TRAXLL_REMOVEXATTR)
+        TRAXLL_TAKE(fsyncdir, TRAXLL_FSYNCDIR)
         TRAXLL_TAKE(flush, TRAXLL_FLUSH)
         TRAXLL_TAKE(release, TRAXLL_RELEASE)
         TRAXLL_TAKE(fsync, TRAXLL_FSYNC)
@@ -233,6 +237,9 @@ cdef extern from *:
         case 13: return traxll_filled & TRAXLL_LINK;
         case 17: return traxll_filled & TRAXLL_STATFS;
         case 23: return traxll_filled & TRAXLL_LISTXATTR;
+        case 21: return traxll_filled & TRAXLL_SETXATTR;
+        case 24: return traxll_filled & TRAXLL_REMOVEXATTR;
+        case 30: return traxll_filled & TRAXLL_FSYNCDIR;
         case 35: return traxll_filled & TRAXLL_CREATE;
         case 39: return traxll_filled & TRAXLL_IOCTL;
         case 43: return traxll_filled & TRAXLL_FALLOCATE;
@@ -927,6 +934,9 @@ cdef extern from *:
         void (*readlink)(fuse_req_t, fuse_ino_t) noexcept
         void (*statfs)(fuse_req_t, fuse_ino_t) noexcept
         void (*listxattr)(fuse_req_t, fuse_ino_t, size_t) noexcept
+        void (*setxattr)(fuse_req_t, fuse_ino_t, const char*, const char*, size_t, int) noexcept
+        void (*removexattr)(fuse_req_t, fuse_ino_t, const char*) noexcept
+        void (*fsyncdir)(fuse_req_t, fuse_ino_t, int, fuse_file_info*) noexcept
         void (*getxattr)(fuse_req_t, fuse_ino_t, const char*, size_t) noexcept
         void (*lseek)(fuse_req_t, fuse_ino_t, off_t, int, fuse_file_info*) noexcept
         void (*fallocate)(fuse_req_t, fuse_ino_t, int, off_t, off_t, fuse_file_info*) noexcept
@@ -937,7 +947,7 @@ cdef extern from *:
     unsigned TRAXLL_CREATE, TRAXLL_WRITE, TRAXLL_FLUSH, TRAXLL_RELEASE, TRAXLL_FSYNC, TRAXLL_GETXATTR
     unsigned TRAXLL_UNLINK, TRAXLL_READ, TRAXLL_OPEN, TRAXLL_MKDIR, TRAXLL_RMDIR, TRAXLL_RENAME, TRAXLL_SETATTR
     unsigned TRAXLL_OPENDIR, TRAXLL_RELEASEDIR, TRAXLL_READDIRPLUS, TRAXLL_SYMLINK, TRAXLL_LINK, TRAXLL_MKNOD
-    unsigned TRAXLL_READLINK, TRAXLL_STATFS, TRAXLL_LISTXATTR
+    unsigned TRAXLL_READLINK, TRAXLL_STATFS, TRAXLL_LISTXATTR, TRAXLL_SETXATTR, TRAXLL_REMOVEXATTR, TRAXLL_FSYNCDIR
     int traxll_reply_statfs(fuse_req_t req, unsigned long bsize, uint64_t blocks, uint64_t bfree, uint64_t files,
                             uint64_t ffree, unsigned long namemax) nogil
     int FUSE_SET_ATTR_MODE, FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID, FUSE_SET_ATTR_SIZE, FUSE_SET_ATTR_ATIME
@@ -987,7 +997,8 @@ _OPS = {"lseek": TRAXLL_LSEEK, "fallocate": TRAXLL_FALLOCATE, "ioctl": TRAXLL_IO
         "rmdir": TRAXLL_RMDIR, "rename": TRAXLL_RENAME, "setattr": TRAXLL_SETATTR, "opendir": TRAXLL_OPENDIR,
         "releasedir": TRAXLL_RELEASEDIR, "readdirplus": TRAXLL_READDIRPLUS, "symlink": TRAXLL_SYMLINK,
         "link": TRAXLL_LINK, "mknod": TRAXLL_MKNOD, "readlink": TRAXLL_READLINK, "statfs": TRAXLL_STATFS,
-        "listxattr": TRAXLL_LISTXATTR}
+        "listxattr": TRAXLL_LISTXATTR, "setxattr": TRAXLL_SETXATTR, "removexattr": TRAXLL_REMOVEXATTR,
+        "fsyncdir": TRAXLL_FSYNCDIR}
 _handlers: dict = {}  # op name -> the registered Python callable (run by the reader thread)
 _pending: dict = {}  # id -> _Request being answered (a reader still busy at unmount: EIO)
 _pending_lock = threading.Lock()
@@ -1090,7 +1101,8 @@ cdef class _Request:
                     ret = fuse_reply_buf(self.req, <const char*> view.buf, <size_t> view.len)
             finally:
                 PyBuffer_Release(&view)
-        elif op in ("flush", "release", "fsync", "unlink", "fallocate", "rmdir", "rename", "releasedir"):
+        elif op in ("flush", "release", "fsync", "unlink", "fallocate", "rmdir", "rename", "releasedir",
+                    "setxattr", "removexattr", "fsyncdir"):
             if self._claim():
                 ret = fuse_reply_err(self.req, 0)
         elif op in ("lookup", "mkdir", "symlink", "link", "mknod"):
@@ -1367,6 +1379,29 @@ cdef void _ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) noexcept wi
     _dispatch(req, "listxattr", (ino,), NULL, size)
 
 
+cdef void _ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                       int flags) noexcept with gil:
+    try:
+        args = (ino, <bytes> name, value[:size], flags)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "setxattr", args)
+
+
+cdef void _ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) noexcept with gil:
+    try:
+        args = (ino, <bytes> name)
+    except BaseException:  # noqa: BLE001
+        fuse_reply_err(req, _errno.EIO)
+        return
+    _dispatch(req, "removexattr", args)
+
+
+cdef void _ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) noexcept with gil:
+    _dispatch(req, "fsyncdir", (fi.fh, datasync != 0))
+
+
 cdef void _ll_readlink(fuse_req_t req, fuse_ino_t ino) noexcept with gil:
     _dispatch(req, "readlink", (ino,))
 
@@ -1479,6 +1514,8 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
     * ``mkdir(parent, name, mode, pid, uid, gid)``, ``symlink(parent, name, target, pid, uid,
       gid)``, ``link(ino, new_parent, new_name, pid, uid, gid)`` and ``mknod(parent, name, mode,
       rdev, pid, uid, gid)`` -> entry tuple;
+    * ``setxattr(ino, name, value, flags)``, ``removexattr(ino, name)`` and ``fsyncdir(fh,
+      datasync)`` -> ``None``;
     * ``readlink(ino)`` -> the target (bytes); ``statfs()`` -> ``(block_size, blocks,
       blocks_free, files, files_free, name_max)``; ``listxattr(ino)`` -> the names (the size
       check against the caller's buffer is done here);
@@ -1560,6 +1597,12 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
         traxll_extra.statfs = _ll_statfs
     if "listxattr" in served:
         traxll_extra.listxattr = _ll_listxattr
+    if "setxattr" in served:
+        traxll_extra.setxattr = _ll_setxattr
+    if "removexattr" in served:
+        traxll_extra.removexattr = _ll_removexattr
+    if "fsyncdir" in served:
+        traxll_extra.fsyncdir = _ll_fsyncdir
     if "mkdir" in served:
         traxll_extra.mkdir = _ll_mkdir
     if "rmdir" in served:

@@ -203,9 +203,6 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
         f.write(b"x" * 10000)
         f.flush()
         os.fsync(f.fileno())
-    # pyfuse3 checks XATTR_CREATE with a getxattr of its own: the read-only call it still makes
-    # (tried on the trio thread first; counted in fuse_reads)
-    os.setxattr(mp / "f", "user.k", b"v", os.XATTR_CREATE)
     assert sorted(os.listdir(mp / ".trax")) == sorted(STATUS_FILES)  # (the documents are taken here)
     docs = {name: json.loads((mp / ".trax" / name).read_text()) for name in STATUS_FILES}
     assert {"filesystem", "data", "log", "buffer", "locks", "active_transactions"} <= docs["engine.json"].keys()
@@ -218,8 +215,6 @@ def test_on_a_logical_volume_status_files_and_snapshots_dir(rig: Rig) -> None:
             "referenced_inodes"} <= fsdoc.keys()
     assert (fsdoc["uuid"], fsdoc["label"], fsdoc["version"]) == (uuid, "status", VERSION)
     assert fsdoc["transactions"] >= 1 and fsdoc["fsyncs"] >= 1
-    reads = fsdoc["fuse_reads"]  # read-only calls; those that had to go to a worker thread
-    assert reads["reads"] >= 1 and 0 <= reads["inline_misses"] <= reads["reads"]
     assert docs["engine.json"]["filesystem"]["uuid"] == uuid
     vol = docs["volume.json"]
     assert (vol["target"], vol["kind"], vol["size"], vol["layout"], vol["stripes"]) == (

@@ -35,7 +35,7 @@ _one_session = threading.Lock()
 NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "open", "read",
                     "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename",
                     "setattr", "opendir", "releasedir", "readdirplus", "symlink", "link", "mknod",
-                    "readlink", "statfs", "listxattr"})  # the slots fuse_lowlevel must fill
+                    "readlink", "statfs", "listxattr", "setxattr", "removexattr", "fsyncdir"})  # the slots fuse_lowlevel must fill
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,
@@ -63,7 +63,7 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
         try:
             if volume_info is not None:
                 fs.status_files.volume_info = volume_info
-            ops = TraxOperations(fs, max_workers=MAX_TASKS)
+            ops = TraxOperations(fs)
             options = mount_options(source, "traxfs", allow_other=allow_other, flags=frozenset(flags))
             made = fuse_lowlevel.sessions()
             try:
@@ -92,7 +92,6 @@ def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allo
                              MAX_TASKS)
                 finally:
                     pyfuse3.close(unmount=True)
-                    ops.close()
             finally:
                 fuse_lowlevel.install()  # a later session of this process gets no handler of this one
         finally:

@@ -5,18 +5,15 @@ A translator only: what a name, inode or file is — the tree's own or a subtree
 request on with its caller, turns the answer into what the kernel wants (attributes with their
 cache timeouts, an open's cache choice) and errors into errnos.
 
-Two routes in. The hot requests and the rest of what is served often (lookup, getattr,
-setattr, forget, create, open, read, write, flush, release, fsync, getxattr, listxattr, unlink,
-mkdir, rmdir, rename, symlink, link, mknod, readlink, statfs, opendir, readdirplus, releasedir:
-the ``ll_*`` methods, registered by :meth:`TraxOperations.install_lowlevel`) and those pyfuse3
-lacks (lseek, fallocate, ioctl) are read from the device by the reader threads of
-``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read them, as in a C
-server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the device or
-the log holds up only its own request; another reads meanwhile). The few left (setxattr,
-removexattr, fsyncdir, and the getxattr pyfuse3 makes itself before a setxattr) come through
-pyfuse3 (the ``async`` methods), whose trio task per request costs more than most of these
-calls (issue 17): its filesystem call runs in a worker thread (``workers.WorkerPool``), the
-read-only getxattr first on the trio thread under ``nowait.no_wait()``.
+Every request this filesystem serves (lookup, getattr, setattr, forget, create, open, read,
+write, flush, release, fsync, fsyncdir, getxattr, setxattr, listxattr, removexattr, unlink,
+mkdir, rmdir, rename, symlink, link, mknod, readlink, statfs, opendir, readdirplus, releasedir,
+and lseek, fallocate, ioctl, which pyfuse3 lacks: the ``ll_*`` methods and those three,
+registered by :meth:`TraxOperations.install_lowlevel`) is read from the device by the reader
+threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read it,
+as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
+device or the log holds up only its own request; another reads meanwhile). pyfuse3's trio loop
+is left INIT, DESTROY and the requests nobody serves (libfuse answers ENOSYS).
 
 Kernel caches (what we chose and why):
 
@@ -52,7 +49,6 @@ import struct
 import pyfuse3
 
 from ...ext import fuse_lowlevel
-from ..engine import nowait
 from ..engine.page import PageCorrupt
 from ..errors import FsError
 from ..filesystem import FileSystem
@@ -60,7 +56,7 @@ from ..inode_flags import flags_to_xflags, xflags_to_flags
 from ..keys import Inode
 from ..limits import ROOT_INO
 from ..subtrees.protocol import Caller, OpenFile
-from .workers import WorkerPool
+from ..xattrs import XATTR_CREATE, XATTR_REPLACE
 
 log = logging.getLogger("traxfs.fs")
 
@@ -106,25 +102,19 @@ class TraxOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: FileSystem, max_workers: int = 64):
+    def __init__(self, fs: FileSystem):
         super().__init__()
         self.fs = fs
-        self._workers = WorkerPool(max_workers)
         self._fh = itertools.count(1)
         self._open: dict[int, OpenFile] = {}  # fh -> the filesystem's handle
         self._dirs: dict[int, _OpenDir] = {}  # directory fh -> what was opened, by whom, where it is
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
-        self.stats = {"reads": 0, "inline_misses": 0}  # read-only calls; those that needed a worker
         fs.status_files.fuse_counters = self.counters
 
-    def close(self) -> None:
-        """The session is over: the worker threads end."""
-        self._workers.close()
-
     def install_lowlevel(self) -> None:
-        """Register with ``fuse_lowlevel`` the requests it serves instead of pyfuse3: those
-        pyfuse3 lacks (lseek, fallocate, ioctl) and the hot ones (a create through the mount is
-        six of them), each answered start to end by the reader thread that read it."""
+        """Register with ``fuse_lowlevel`` every request this filesystem serves (pyfuse3 keeps
+        INIT, DESTROY and the ones nobody serves, which libfuse refuses with ENOSYS), each
+        answered start to end by the reader thread that read it."""
         fuse_lowlevel.install(
             {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "setattr": self.ll_setattr, "forget": self.ll_forget,
              "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename, "unlink": self.ll_unlink,
@@ -133,13 +123,13 @@ class TraxOperations(pyfuse3.Operations):
              "opendir": self.ll_opendir, "releasedir": self.ll_releasedir, "readdirplus": self.ll_readdirplus,
              "symlink": self.ll_symlink, "link": self.ll_link, "mknod": self.ll_mknod, "readlink": self.ll_readlink,
              "statfs": self.ll_statfs, "getxattr": self.ll_getxattr, "listxattr": self.ll_listxattr,
+             "setxattr": self.ll_setxattr, "removexattr": self.ll_removexattr, "fsyncdir": self.ll_fsyncdir,
              "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
             ioctl_cmds=IOCTL_CMDS)
 
     def counters(self) -> dict:
         """What this adapter adds to ``/.trax/filesystem.json``."""
-        return {"fuse_reads": dict(self.stats),
-                "fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls,
+        return {"fuse_lowlevel": {"installed": sorted(fuse_lowlevel.installed()), **fuse_lowlevel.calls,
                                   "killpriv_v2": fuse_lowlevel.killpriv_v2()},
                 "fuse_reader": fuse_lowlevel.reader()}
 
@@ -156,26 +146,6 @@ class TraxOperations(pyfuse3.Operations):
             return pyfuse3.FUSEError(errno.EIO)
         log.exception("internal error in %s", getattr(fn, "__name__", fn))
         return pyfuse3.FUSEError(errno.EIO)
-
-    async def _run(self, fn, *args, **kw):
-        try:
-            return await self._workers.run(lambda: fn(*args, **kw))
-        except Exception as e:
-            raise self._fuse_error(fn, e) from None
-
-    async def _read(self, fn, *args):
-        """A read-only call pyfuse3 serves: answered on the trio thread when everything it
-        needs is in memory (no worker thread hand-off, which costs several times the call),
-        else in a worker like any other."""
-        try:
-            return self.fs.try_now(fn, *args)
-        except nowait.WouldBlock:
-            self.stats["inline_misses"] += 1
-        except Exception as e:
-            raise self._fuse_error(fn, e) from None
-        finally:
-            self.stats["reads"] += 1
-        return await self._run(fn, *args)
 
     def _call(self, fn, *args, **kw):
         """``fn(*args, **kw)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as errnos."""
@@ -377,8 +347,8 @@ class TraxOperations(pyfuse3.Operations):
     def ll_releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
 
-    async def fsyncdir(self, fh, datasync):
-        await self._run(self.fs.fsync_dir, self._dirs[fh].ino, bool(datasync))
+    def ll_fsyncdir(self, fh: int, datasync: bool) -> None:
+        self._call(self.fs.fsync_dir, self._dirs[fh].ino, datasync)
 
     # ----- extended attributes ------------------------------------------------------------------
     def ll_getxattr(self, ino: int, name: bytes) -> bytes:
@@ -390,11 +360,6 @@ class TraxOperations(pyfuse3.Operations):
             if len(self._caps) > 1 << 17:
                 self._caps.clear()
         return self._noting_caps(ino, name)
-
-    async def getxattr(self, inode, name, ctx):
-        """pyfuse3 still asks this itself: it checks ``XATTR_CREATE`` / ``XATTR_REPLACE`` of a
-        setxattr with a getxattr first."""
-        return await self._read(self.fs.getxattr, inode, name)
 
     def _noting_caps(self, ino: int, name: bytes) -> bytes:
         """``fs.getxattr``; whether ``ino`` has capabilities is remembered."""
@@ -408,16 +373,19 @@ class TraxOperations(pyfuse3.Operations):
             self._caps[ino] = True
         return value
 
-    async def setxattr(self, inode, name, value, ctx):
-        self._caps.pop(inode, None)
-        await self._run(self.fs.setxattr, inode, name, value)
+    def ll_setxattr(self, ino: int, name: bytes, value: bytes, flags: int) -> None:
+        """``XATTR_CREATE`` / ``XATTR_REPLACE`` are checked in the same transaction as the change."""
+        if flags & ~(XATTR_CREATE | XATTR_REPLACE):
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        self._caps.pop(ino, None)
+        self._call(self.fs.setxattr, ino, name, value, flags)
 
     def ll_listxattr(self, ino: int) -> list[bytes]:
         return self._call(self.fs.listxattr, ino)
 
-    async def removexattr(self, inode, name, ctx):
-        self._caps.pop(inode, None)
-        await self._run(self.fs.removexattr, inode, name)
+    def ll_removexattr(self, ino: int, name: bytes) -> None:
+        self._caps.pop(ino, None)
+        self._call(self.fs.removexattr, ino, name)
 
     # ----- whole filesystem ---------------------------------------------------------------------
     def ll_statfs(self) -> tuple:
