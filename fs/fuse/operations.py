@@ -161,6 +161,11 @@ class TraxOperations(pyfuse3.Operations):
         return (node.ino, node.generation, timeout, timeout, node.mode, node.nlink, node.uid, node.gid,
                 node.rdev, node.size, node.blocks, node.atime_ns, node.mtime_ns, node.ctime_ns)
 
+    def _referenced(self, node: Inode) -> tuple:
+        """An entry the kernel will hold a lookup reference to (found, made or linked)."""
+        self.fs.ref(node.ino)
+        return self._entry_tuple(node)
+
     def _opened(self, handle: OpenFile) -> int:
         fh = next(self._fh)
         self._open[fh] = handle
@@ -168,9 +173,7 @@ class TraxOperations(pyfuse3.Operations):
 
     # ----- names --------------------------------------------------------------------------------
     def ll_lookup(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> tuple:
-        node = self._call(self.fs.lookup, parent, name, Caller(pid, uid, gid))
-        self.fs.ref(node.ino)
-        return self._entry_tuple(node)
+        return self._referenced(self._call(self.fs.lookup, parent, name, Caller(pid, uid, gid)))
 
     def ll_forget(self, pairs: list[tuple[int, int]]) -> None:
         """The kernel dropped references (it wants no answer); the last one of an unlinked
@@ -192,24 +195,18 @@ class TraxOperations(pyfuse3.Operations):
         return self._call(self.fs.readlink, ino)
 
     def ll_mknod(self, parent: int, name: bytes, mode: int, rdev: int, pid: int, uid: int, gid: int) -> tuple:
-        node = self._call(self.fs.create, parent, name, mode, uid, gid, rdev, caller=Caller(pid, uid, gid))
-        self.fs.ref(node.ino)
-        return self._entry_tuple(node)
+        return self._referenced(self._call(self.fs.create, parent, name, mode, uid, gid, rdev,
+                                           caller=Caller(pid, uid, gid)))
 
     def ll_mkdir(self, parent: int, name: bytes, mode: int, pid: int, uid: int, gid: int) -> tuple:
-        node = self._call(self.fs.mkdir, parent, name, mode, uid, gid, Caller(pid, uid, gid))
-        self.fs.ref(node.ino)
-        return self._entry_tuple(node)
+        return self._referenced(self._call(self.fs.mkdir, parent, name, mode, uid, gid, Caller(pid, uid, gid)))
 
     def ll_symlink(self, parent: int, name: bytes, target: bytes, pid: int, uid: int, gid: int) -> tuple:
-        node = self._call(self.fs.symlink, parent, name, target, uid, gid, caller=Caller(pid, uid, gid))
-        self.fs.ref(node.ino)
-        return self._entry_tuple(node)
+        return self._referenced(self._call(self.fs.symlink, parent, name, target, uid, gid,
+                                           caller=Caller(pid, uid, gid)))
 
     def ll_link(self, ino: int, new_parent: int, new_name: bytes, pid: int, uid: int, gid: int) -> tuple:
-        node = self._call(self.fs.link, ino, new_parent, new_name, Caller(pid, uid, gid))
-        self.fs.ref(node.ino)
-        return self._entry_tuple(node)
+        return self._referenced(self._call(self.fs.link, ino, new_parent, new_name, Caller(pid, uid, gid)))
 
     def ll_unlink(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> None:
         self._call(self.fs.unlink, parent, name, Caller(pid, uid, gid))
@@ -241,11 +238,12 @@ class TraxOperations(pyfuse3.Operations):
         return self._call(self._open[fh].read, off, size)
 
     def ll_write(self, fh: int, off: int, data: bytes, kill_suidgid: bool, ino: int) -> int:
-        """``kill_suidgid``: the writer has no CAP_FSETID (HANDLE_KILLPRIV_V2, or direct I/O)."""
-        written = self._call(self._open[fh].write, off, data)
+        """``kill_suidgid``: the writer has no CAP_FSETID (HANDLE_KILLPRIV_V2, or direct I/O);
+        the bits go first, as the kernel's own check did (a write that cannot clear them is
+        refused before it changes the file)."""
         if kill_suidgid:
             self._kill_suidgid(ino)
-        return written
+        return self._call(self._open[fh].write, off, data)
 
     def _kill_suidgid(self, ino: int) -> None:
         """Clear the set-user-ID bit of file ``ino``, and its set-group-ID bit if it is group
