@@ -116,7 +116,8 @@ def test_a_demo_killed_mid_way_leaves_a_mount_the_next_run_names(tmp_path):
     next run refuses the folder naming the mount and the command that unmounts it, which works."""
     work = tmp_path / "work"
     proc = subprocess.Popen([sys.executable, "-m", "traxfs.tools.cli", "--json", "demo", "--workdir", str(work),
-                             "--scale", "0.02"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--scale", "0.02"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})  # the killed run's Spark scratch
     try:
         deadline = time.monotonic() + 180
         while not mounted_under(work):
