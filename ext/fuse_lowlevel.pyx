@@ -387,16 +387,10 @@ cdef extern from *:
     #define TRAXLL_OP_INIT 26
     static uint64_t traxll_init_unique;
 
-    static void traxll_note_request(const char *mem, size_t n) {
-        uint32_t opcode;
+    static void traxll_note_init(const char *mem) {  /* an INIT request, read whole */
         uint64_t unique;
-        if (n < 40)
-            return;
-        memcpy(&opcode, mem + 4, sizeof opcode);
-        if (opcode == TRAXLL_OP_INIT) {
-            memcpy(&unique, mem + 8, sizeof unique);
-            __atomic_store_n(&traxll_init_unique, unique, __ATOMIC_RELEASE);
-        }
+        memcpy(&unique, mem + 8, sizeof unique);
+        __atomic_store_n(&traxll_init_unique, unique, __ATOMIC_RELEASE);
     }
 
     static void *traxll_reader(void *arg) {
@@ -466,7 +460,8 @@ cdef extern from *:
                 continue;
             uint32_t opcode;
             memcpy(&opcode, mem + 4, sizeof opcode);
-            traxll_note_request(mem, (size_t) n);
+            if (opcode == TRAXLL_OP_INIT)
+                traxll_note_init(mem);
             if (traxll_ours(opcode)) {
                 if (traxll_rd.idle == 0 && traxll_rd.threads < TRAXLL_MAX_READERS && !traxll_rd.stopping)
                     traxll_spawn();  /* someone must read while this one answers */
@@ -695,8 +690,12 @@ cdef extern from *:
     static ssize_t traxll_io_read(int fd, void *buf, size_t len, void *userdata) {
         (void) userdata;
         ssize_t n = read(fd, buf, len);
-        if (n > 0)
-            traxll_note_request((const char *) buf, (size_t) n);
+        uint32_t opcode;
+        if (n >= 40) {
+            memcpy(&opcode, (const char *) buf + 4, sizeof opcode);
+            if (opcode == TRAXLL_OP_INIT)
+                traxll_note_init((const char *) buf);
+        }
         return n;
     }
 
@@ -1024,9 +1023,10 @@ cdef int _fill_entry(fuse_entry_param* e, tuple t) except -1:
     return 0
 
 
-cdef bytes _pack_direntries(fuse_req_t req, list entries, size_t size):
+cdef bytearray _pack_direntries(fuse_req_t req, list entries, size_t size):
     """A READDIRPLUS answer: ``entries`` (name, entry tuple, cookie), each with its attributes,
-    in at most ``size`` bytes (the handler chose them by :func:`direntplus_size`)."""
+    in at most ``size`` bytes (the handler chose them by :func:`direntplus_size`); cut to what
+    they fill, in place."""
     cdef fuse_entry_param e
     cdef bytearray buf = bytearray(size)
     cdef char* p = buf
@@ -1038,7 +1038,8 @@ cdef bytes _pack_direntries(fuse_req_t req, list entries, size_t size):
         if n > size - pos:
             raise AssertionError(f"readdirplus: {name!r} does not fit in what is left of {size} bytes")
         pos += n
-    return bytes(buf[:pos])
+    del buf[pos:]
+    return buf
 
 
 def direntplus_size(bytes name) -> int:
@@ -1079,6 +1080,7 @@ cdef class _Request:
         cdef off_t off
         cdef size_t n
         cdef Py_buffer view
+        cdef bytearray listing
         cdef int ret = 0
         cdef str op = self.op
         if op == "write":

@@ -19,6 +19,7 @@ track — for large objects streamed to the device without logging their bytes.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 from . import opcodes
 from .page import PAGE_SIZE, PageType
@@ -61,28 +62,32 @@ class Allocator:
         map_pid, bit = self._map_of(pid)
         return bool(self._bitmap(map_pid)[bit // 8] >> (bit % 8) & 1)
 
+    def _spans(self, first: int, count: int) -> Iterator[tuple[int, int, int, int]]:
+        """Pages ``first .. first+count-1`` split by allocation map: (map index, first bit in
+        that map, bits, offset from ``first``) for each map they touch."""
+        pid, stop = first, first + count
+        while pid < stop:
+            k, bit = divmod(pid, self.bits_per_map)
+            n = min(stop - pid, self.bits_per_map - bit)
+            yield k, bit, n, pid - first
+            pid += n
+
     def _used_bits(self, first: int, count: int, cached: dict[int, int]) -> int:
         """Bit i set: page ``first + i`` is allocated or quarantined (``count`` bits)."""
-        out, pid = 0, first
-        while pid < first + count:
-            k, bit = divmod(pid, self.bits_per_map)
-            n = min(first + count - pid, self.bits_per_map - bit)
+        out = 0
+        for k, bit, n, at in self._spans(first, count):
             value = cached.get(k)
             if value is None:
                 value = cached[k] = int.from_bytes(self._bitmap(self.e.map_page(k)), "little")
             with self._qlock:
                 held = self._held.get(k, 0)
-            out |= (((value | held) >> bit) & ((1 << n) - 1)) << (pid - first)
-            pid += n
+            out |= (((value | held) >> bit) & ((1 << n) - 1)) << at
         return out
 
     def _hold_bits(self, first: int, count: int, held: bool) -> None:
         """Set (``held``) or clear the quarantine bits of ``first .. first+count-1``; under
         ``_qlock``, as the entry for them is added to or removed from ``_quarantine``."""
-        pid = first
-        while pid < first + count:
-            k, bit = divmod(pid, self.bits_per_map)
-            n = min(first + count - pid, self.bits_per_map - bit)
+        for k, bit, n, _ in self._spans(first, count):
             mask = ((1 << n) - 1) << bit
             value = self._held.get(k, 0)
             value = value | mask if held else value & ~mask
@@ -90,7 +95,6 @@ class Allocator:
                 self._held[k] = value
             else:
                 self._held.pop(k, None)
-            pid += n
 
     def _find_run(self, count: int, align: int) -> int:
         """First free run of ``count`` pages starting at a multiple of ``align``, from the cursor."""
@@ -107,12 +111,8 @@ class Allocator:
         raise NoSpace(f"{self.e.name}: no free run of {count} page(s) (aligned to {align})")
 
     def _set(self, tx: Transaction, first: int, count: int, opcode: int) -> None:
-        pid = first
-        while pid < first + count:
-            m, bit = self._map_of(pid)
-            n = min(first + count - pid, self.bits_per_map - bit)
-            self.e.update(tx, m, opcode, opcodes.bits_payload(bit, n))
-            pid += n
+        for k, bit, n, _ in self._spans(first, count):
+            self.e.update(tx, self.e.map_page(k), opcode, opcodes.bits_payload(bit, n))
 
     def alloc_region(self, tx: Transaction, count: int, align: int = 1) -> int:
         """Allocate ``count`` contiguous pages aligned to ``align``; returns the first page.

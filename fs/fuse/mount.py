@@ -23,7 +23,7 @@ from ...volume.overlay import OverlayDevice
 from ..errors import FsError
 from ..filesystem import FileSystem
 from .loop import serve_loop
-from .operations import TraxOperations
+from .operations import LOWLEVEL_OPS, TraxOperations
 from .options import mount_options
 
 log = logging.getLogger("traxfs.fs")
@@ -32,10 +32,7 @@ MIN_TASKS, MAX_TASKS = 8, 64
 READ_AHEAD_KB = 1024  # one full-size FUSE read (max_pages 256) per readahead window
 MALLOC_ARENAS = 1  # fuse_lowlevel.limit_malloc_arenas; MALLOC_ARENA_MAX in the environment wins
 _one_session = threading.Lock()
-NEEDED = frozenset({"lseek", "fallocate", "ioctl", "lookup", "getattr", "forget", "create", "open", "read",
-                    "write", "flush", "release", "fsync", "getxattr", "unlink", "mkdir", "rmdir", "rename",
-                    "setattr", "opendir", "releasedir", "readdirplus", "symlink", "link", "mknod",
-                    "readlink", "statfs", "listxattr", "setxattr", "removexattr", "fsyncdir"})  # the slots fuse_lowlevel must fill
+NEEDED = frozenset(LOWLEVEL_OPS)  # the slots fuse_lowlevel must fill
 
 
 def serve(dev, mountpoint: str, *, source: str = "traxfs", where: str = "", allow_other: bool = False,

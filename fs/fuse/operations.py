@@ -8,7 +8,7 @@ cache timeouts, an open's cache choice) and errors into errnos.
 Every request this filesystem serves (lookup, getattr, setattr, forget, create, open, read,
 write, flush, release, fsync, fsyncdir, getxattr, setxattr, listxattr, removexattr, unlink,
 mkdir, rmdir, rename, symlink, link, mknod, readlink, statfs, opendir, readdirplus, releasedir,
-and lseek, fallocate, ioctl, which pyfuse3 lacks: the ``ll_*`` methods and those three,
+and lseek, fallocate, ioctl, which pyfuse3 lacks: the ``ll_*`` methods,
 registered by :meth:`TraxOperations.install_lowlevel`) is read from the device by the reader
 threads of ``traxfs.ext.fuse_lowlevel`` and answered start to end by the thread that read it,
 as in a C server's multi-threaded loop: no trio task, no hand-off (a thread that waits for the
@@ -97,6 +97,12 @@ class _OpenDir:
         return self.window
 
 
+LOWLEVEL_OPS = ("lookup", "getattr", "setattr", "forget", "mkdir", "rmdir", "rename", "unlink", "create", "open",
+                "read", "write", "flush", "release", "fsync", "opendir", "releasedir", "readdirplus", "symlink",
+                "link", "mknod", "readlink", "statfs", "getxattr", "listxattr", "setxattr", "removexattr",
+                "fsyncdir", "lseek", "fallocate", "ioctl")  # each served by TraxOperations.ll_<op>
+
+
 class TraxOperations(pyfuse3.Operations):
     supports_dot_lookup = True
     enable_writeback_cache = False
@@ -115,17 +121,7 @@ class TraxOperations(pyfuse3.Operations):
         """Register with ``fuse_lowlevel`` every request this filesystem serves (pyfuse3 keeps
         INIT, DESTROY and the ones nobody serves, which libfuse refuses with ENOSYS), each
         answered start to end by the reader thread that read it."""
-        fuse_lowlevel.install(
-            {"lookup": self.ll_lookup, "getattr": self.ll_getattr, "setattr": self.ll_setattr, "forget": self.ll_forget,
-             "mkdir": self.ll_mkdir, "rmdir": self.ll_rmdir, "rename": self.ll_rename, "unlink": self.ll_unlink,
-             "create": self.ll_create, "open": self.ll_open, "read": self.ll_read, "write": self.ll_write,
-             "flush": self.ll_flush, "release": self.ll_release, "fsync": self.ll_fsync,
-             "opendir": self.ll_opendir, "releasedir": self.ll_releasedir, "readdirplus": self.ll_readdirplus,
-             "symlink": self.ll_symlink, "link": self.ll_link, "mknod": self.ll_mknod, "readlink": self.ll_readlink,
-             "statfs": self.ll_statfs, "getxattr": self.ll_getxattr, "listxattr": self.ll_listxattr,
-             "setxattr": self.ll_setxattr, "removexattr": self.ll_removexattr, "fsyncdir": self.ll_fsyncdir,
-             "lseek": self.lseek, "fallocate": self.fallocate, "ioctl": self.ioctl},
-            ioctl_cmds=IOCTL_CMDS)
+        fuse_lowlevel.install({op: getattr(self, f"ll_{op}") for op in LOWLEVEL_OPS}, ioctl_cmds=IOCTL_CMDS)
 
     def counters(self) -> dict:
         """What this adapter adds to ``/.trax/filesystem.json``."""
@@ -252,7 +248,7 @@ class TraxOperations(pyfuse3.Operations):
         a truncating open or a fallocate, and a stat asks again.)"""
         self._call(self.fs.kill_suidgid, ino)
 
-    def lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
+    def ll_lseek(self, ino: int, off: int, whence: int, fh: int) -> int:
         """``SEEK_DATA`` / ``SEEK_HOLE`` (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel``
         adds it and calls this on a reader thread)."""
         handle = self._open[fh]
@@ -261,7 +257,7 @@ class TraxOperations(pyfuse3.Operations):
         except Exception as e:
             raise self._fuse_error(handle.seek, e) from None
 
-    def fallocate(self, ino: int, mode: int, off: int, length: int, fh: int, kill_suidgid: bool) -> None:
+    def ll_fallocate(self, ino: int, mode: int, off: int, length: int, fh: int, kill_suidgid: bool) -> None:
         """fallocate(2) (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and
         calls this on a reader thread)."""
         handle = self._open[fh]
@@ -272,7 +268,7 @@ class TraxOperations(pyfuse3.Operations):
         if kill_suidgid:
             self._kill_suidgid(ino)
 
-    def ioctl(self, ino: int, cmd: int, data: bytes, out_size: int, fh: int) -> bytes:
+    def ll_ioctl(self, ino: int, cmd: int, data: bytes, out_size: int, fh: int) -> bytes:
         """The inode flags of chattr and lsattr: ``FS_IOC_GETFLAGS`` / ``SETFLAGS`` (an
         ``unsigned int`` each way) and ``FS_IOC_FSGETXATTR`` / ``FSSETXATTR`` (``struct fsxattr``:
         the kernel reads the old flags this way before a ``SETFLAGS``); ENOTTY for any other
