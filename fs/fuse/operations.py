@@ -291,7 +291,7 @@ class TraxOperations(pyfuse3.Operations):
                 return data[:out_size]
             raise pyfuse3.FUSEError(errno.ENOTTY)
         except Exception as e:
-            raise self._fuse_error(self.ioctl, e) from None
+            raise self._fuse_error(self.ll_ioctl, e) from None
 
     def ll_flush(self, fh: int) -> None:
         handle = self._open.get(fh)
