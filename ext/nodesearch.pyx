@@ -180,8 +180,7 @@ cdef object descend_to_leaf(PinTable table, object pin, object pid, bytes key, i
         if f is None:
             f = pin(pid)
         try:
-            if not f.latch.acquire(False):
-                table.wait_latch(f.latch)
+            f.latch.acquire()
             try:
                 data = f.data
                 if not PyByteArray_Check(data):

@@ -16,7 +16,6 @@ cdef class Frame:
 cdef class PinTable:
     cdef object frames
     cdef object lock_acquire, lock_release, move_to_end
-    cdef readonly object wait_latch
     cdef public unsigned long long hits
 
     cpdef Frame pin_resident(self, pid)

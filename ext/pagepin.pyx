@@ -8,14 +8,13 @@ each access — a context manager, the table lock, an ``OrderedDict`` lookup and
 cost ~1.3 µs, about a quarter of the put. Here it is one C call each way.
 
 Only the common case is handled: the page is resident and loaded. Anything else (a miss, a page
-still loading, a failed load, no-wait reads that must not block) goes to
+still loading, a failed load) goes to
 ``BufferManager.pin`` in Python, which owns loading, eviction and errors. The rules are the
 buffer manager's (``traxfs.fs.engine.buffer``): pin counts change only under the table lock;
 an LRU move per pin; the latch taken after the pin and released before the unpin (the B+tree
 descent in ``nodesearch`` pins through the same table: the classes are declared in
-``pagepin.pxd``). Like every
-module of ``ext``, it imports nothing of the package: the buffer hands in its table, its lock
-and the blocking latch acquire (``nowait.acquire``).
+``pagepin.pxd``). Like every module of ``ext``, it imports nothing of the package: the buffer
+hands in its table and its lock.
 """
 
 
@@ -42,10 +41,9 @@ cdef class Frame:
 cdef class PinTable:
     """The fast half of the buffer's frame table: pin a resident page, unpin any."""
 
-    def __init__(self, frames, lock, wait_latch):
+    def __init__(self, frames, lock):
         self.frames = frames  # the buffer's OrderedDict pid -> Frame (LRU order)
         self.lock_acquire, self.lock_release = lock.acquire, lock.release
-        self.wait_latch = wait_latch  # latch a frame whose latch is held (may raise WouldBlock)
         self.move_to_end = frames.move_to_end
         self.hits = 0
 
@@ -75,8 +73,7 @@ cdef class PinTable:
 
 cdef class PinnedPage:
     """``with PinnedPage(buffer, pid) as frame``: pin and latch a page for the block, release
-    both after. When the latch is held, the table's ``wait_latch`` takes it (inside
-    ``nowait.no_wait()`` it raises ``WouldBlock`` instead of waiting: the pin is dropped)."""
+    both after (the pin is dropped if the latch cannot be taken)."""
 
     cdef object buffer
     cdef PinTable table
@@ -92,12 +89,11 @@ cdef class PinnedPage:
         cdef Frame f = self.table.pin_resident(self.pid)
         if f is None:
             f = self.buffer.pin(self.pid)
-        if not f.latch.acquire(False):
-            try:
-                self.table.wait_latch(f.latch)
-            except BaseException:
-                self.table.unpin(f)
-                raise
+        try:
+            f.latch.acquire()
+        except BaseException:
+            self.table.unpin(f)
+            raise
         self.frame = f
         return f
 

@@ -41,7 +41,6 @@ from .attributes import Attributes
 from .datamap import DataMap
 from .datamarks import DataMarks
 from .datasums import DataSums
-from .engine import nowait
 from .engine.engine import Engine
 from .errors import FsError
 from .extent_report import NAME as EXTENTS_XATTR
@@ -178,22 +177,6 @@ class FileSystem:
         return owner is not None and owner.volatile(ino)
 
     # ----- reading the namespace ----------------------------------------------------------------
-    def try_now(self, fn, *args):
-        """Run the read-only ``fn(*args)`` only if it needs no waiting: the filesystem lock free,
-        every page it touches resident, no latch held elsewhere; else raise
-        :class:`~traxfs.fs.engine.nowait.WouldBlock` having changed nothing (see
-        ``traxfs.fs.engine.nowait``). The FUSE loop answers cached lookups this way."""
-        if self.closed:
-            raise FsError(errno.EIO, "filesystem is closed")
-        lock = self.inodes.lock
-        if not lock.acquire(blocking=False):
-            raise nowait.WouldBlock("the filesystem lock is held")
-        try:
-            with nowait.no_wait():
-                return fn(*args)
-        finally:
-            lock.release()
-
     def getattr(self, ino: int, caller: Caller = NOBODY) -> Inode:
         owner = self._owner(ino)
         if owner is not None:
@@ -387,9 +370,7 @@ class FileSystem:
     # ----- files --------------------------------------------------------------------------------
     def open_file(self, ino: int, flags: int, caller: Caller = NOBODY) -> OpenFile:
         """An open of file ``ino`` (``flags`` as open(2)'s): reads, writes, seeks, fsyncs and the
-        release go to the returned handle, which also says how the kernel may cache the file.
-        Without ``O_TRUNC`` an open changes nothing before its last step (the handle is counted
-        as it is made), so the FUSE loop may try it inline (:meth:`try_now`)."""
+        release go to the returned handle, which also says how the kernel may cache the file."""
         owner = self._owner(ino)
         if owner is not None:
             return owner.open(ino, flags, caller)

@@ -6,10 +6,10 @@ kernel's lookups and open handles through :meth:`Lifetime.ref` / :meth:`Lifetime
 the daemon died with it open, at the next mount (:meth:`Lifetime.reap_orphans`).
 
 **Reference counts have their own small lock**, held only to change a count: ``ref`` and
-``unref`` run on the FUSE loop's thread for every lookup and readdir entry, and must never wait
-behind a worker that holds the metadata lock across page misses or a large file's destruction.
-``unref`` therefore only counts: when it drops the last reference of an inode unlinked
-meanwhile it says so, and the caller runs :meth:`Lifetime.collect` in a worker, which destroys
+``unref`` run on the FUSE reader threads for every lookup and readdir entry, and must never wait
+behind another thread that holds the metadata lock across page misses or a large file's
+destruction. ``unref`` therefore only counts: when it drops the last reference of an inode
+unlinked meanwhile it says so, and the caller then runs :meth:`Lifetime.collect`, which destroys
 the inode under the inode's lock and the metadata lock. Which inodes were unlinked is a hint
 kept under the same small lock (:meth:`Lifetime.note_unlinked`); ``collect`` checks the tree.
 

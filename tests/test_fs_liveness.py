@@ -22,7 +22,6 @@ import trio
 from fsmount import served_in_thread, traxfs_mount
 
 from traxfs.ext import fuse_lowlevel
-from traxfs.fs.engine import nowait
 from traxfs.fs.filedata import FileData
 from traxfs.fs.filesystem import ROOT_INO, FileSystem
 from traxfs.volume.device import Device, ImageFileDevice
@@ -281,8 +280,8 @@ def test_full_volume_gives_enospc_then_recovers_after_deletes(tmp_path):
 
 
 def test_ref_and_unref_never_wait_behind_a_destruction(tmp_path):
-    """The FUSE loop's thread counts a reference for every lookup and readdir entry: counting
-    must not wait for the metadata lock, which a worker destroying a large file holds across
+    """The FUSE readers count a reference for every lookup and readdir entry: counting must
+    not wait for the metadata lock, which a thread destroying a large file holds across
     its page misses. Here the destruction waits at a gate (a device read) holding that lock,
     and references to another file are still counted."""
     inner = ImageFileDevice(str(tmp_path / "fs.img"), 256 * MiB, create=True)
@@ -317,8 +316,8 @@ def test_ref_and_unref_never_wait_behind_a_destruction(tmp_path):
             destroying = pool.submit(last_unref)
             try:
                 assert dev.stuck.wait(30), "the destruction never read the device"
-                with pytest.raises(nowait.WouldBlock):  # the destruction holds the metadata lock at the gate
-                    fs.try_now(fs.getattr, other)
+                # the destruction holds the metadata lock at the gate
+                assert not fs.inodes.lock.acquire(blocking=False)
                 threading.Thread(target=count, daemon=True).start()
                 assert counted.wait(30), "ref/unref waited for the metadata lock"
                 assert not destroying.done()  # still at the gate: the counting really ran beside it

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from traxfs.ext.nodesearch import descend, leaf_bisect, leaf_find
 from traxfs.ext.pagepin import Frame, PinTable
 from traxfs.fs.engine import slotted
-from traxfs.fs.engine.nowait import acquire
 from traxfs.fs.engine.page import PAGE_SIZE, PageType
 from traxfs.fs.struct.btree_node import inner_record, leaf_record
 
@@ -44,7 +43,7 @@ class Pages:
 
     def __init__(self, pages: dict[int, bytearray], resident: set[int]):
         self.pages, self.frames, self.loads = pages, OrderedDict(), []
-        self.table = PinTable(self.frames, threading.Lock(), acquire)
+        self.table = PinTable(self.frames, threading.Lock())
         for pid in resident:
             self._add(pid).pins = 0
 

@@ -10,7 +10,7 @@ analysis and redo), ``undo`` (rollback: aborts, savepoints, recovery's losers), 
 (regions and pages), ``record_store`` (records on pages), ``raw`` (pages used without headers,
 for bytes written outside the log), ``superblock``, ``engine`` (the façade that opens, formats,
 checkpoints and closes, and the public face everything above uses), ``check`` (the engine's
-fsck), ``resize`` (growing into a larger device) and ``nowait`` (reads that must not wait).
+fsck) and ``resize`` (growing into a larger device).
 
 The engine imports nothing above it: the structures built on it register their operations
 (``opcodes.register``) and checkers (``check.register_checker``) when they are imported.

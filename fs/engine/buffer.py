@@ -31,7 +31,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ...ext.pagepin import Frame, PinnedPage, PinTable  # noqa: F401  (PinnedPage: the engine hands it out)
-from . import nowait
 from .copies import good_copy
 from .page import PAGE_SIZE, PageCorrupt, page_type, seal, verify
 
@@ -63,7 +62,7 @@ class BufferManager:
         self._unflushed: dict[int, tuple[int, int]] = {}
         self._inflight: dict[int, int] = {}
         self._seals = 0
-        self.pins = PinTable(self._frames, self._lock, nowait.acquire)  # the C fast path (hits counted there)
+        self.pins = PinTable(self._frames, self._lock)  # the C fast path (hits counted there)
         self._stats = {"misses": 0, "writes": 0, "evictions": 0, "over_budget": 0, "repaired_pages": 0}
 
     @property
@@ -93,8 +92,6 @@ class BufferManager:
         victims: list[Frame] | None = None
         with self._lock:
             f = self._frames.get(pid)
-            if (f is None or not f.ready) and nowait.active():
-                raise nowait.WouldBlock(f"page {pid} is not resident")
             if f is not None:  # still loading (or loaded since the fast path looked)
                 f.pins += 1
                 self._frames.move_to_end(pid)

@@ -23,7 +23,6 @@ import errno
 import os
 import stat
 
-from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
 from ..subtrees.protocol import BytesFile, OpenFile
@@ -48,8 +47,6 @@ class FrozenQueues:
         self.subtree = subtree
 
     def _store(self):
-        if nowait.active():
-            raise nowait.WouldBlock("queue state is read under the queue's lock")
         return self.subtree.store
 
     def _find(self, epoch: int, qid: int) -> tuple[bytes, FrozenQueue]:

@@ -51,7 +51,6 @@ import threading
 import time
 from typing import NamedTuple
 
-from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
 from ..limits import check_name
@@ -258,8 +257,6 @@ class Queues(Subtree):
                      crtime_ns=t, blocks=(size + BLOCK_UNITS - 1) // BLOCK_UNITS)
 
     def getattr(self, ino: int, caller: Caller) -> Inode:
-        if nowait.active():
-            raise nowait.WouldBlock("queue state is read under the queue's lock")
         node = self._node(ino)
         return self._attrs(node, self._check(node))
 
@@ -268,8 +265,6 @@ class Queues(Subtree):
         return node is not None and node.kind in ("config", "status")
 
     def lookup(self, parent: int, name: bytes, caller: Caller) -> Inode:
-        if nowait.active():
-            raise nowait.WouldBlock("queue state is read under the queue's lock")
         node = self._node(parent)
         q = self._check(node)
         child = self._child(node, q, name)
@@ -400,8 +395,6 @@ class Queues(Subtree):
 
     # ----- files --------------------------------------------------------------------------------
     def open(self, ino: int, flags: int, caller: Caller) -> OpenFile:
-        if nowait.active():
-            raise nowait.WouldBlock("opens of queue files go to a worker")
         node = self._node(ino)
         q = self._check(node)
         if node.kind in DIRS:

@@ -45,7 +45,7 @@ import weakref
 from collections.abc import Iterable
 
 from ...ext.slotpage import apply_runs
-from ..engine import nowait, opcodes, slotted
+from ..engine import opcodes, slotted
 from ..engine.buffer import PinnedPage
 from ..engine.opcodes import Operation
 from ..engine.page import HEADER_SIZE, PAGE_SIZE, PageType, set_aux
@@ -65,7 +65,7 @@ _latches_lock = threading.Lock()
 
 class StructureLatch:
     """A structure's latch: re-entrant (a savepoint rollback may run a logical undo of the same
-    structure while its latch is held); inside ``nowait.no_wait()`` it is taken only if free."""
+    structure while its latch is held)."""
 
     __slots__ = ("lock",)
 
@@ -73,7 +73,7 @@ class StructureLatch:
         self.lock = threading.RLock()  # taken directly only by a C path that never waits (``ext/treeleaf``)
 
     def __enter__(self) -> StructureLatch:
-        nowait.acquire(self.lock)
+        self.lock.acquire()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -23,12 +23,8 @@ them: a subtree never sees cookies 1 and 2), EXDEV for a rename or link between 
 comes here, with the :class:`Caller` of the request (readlink and the xattr calls come without
 one: the kernel's permission check covers them).
 
-**Calls may come on the FUSE loop's thread**, inside ``nowait.no_wait()`` (lookup, getattr,
-readlink, getxattr, listxattr, open without ``O_TRUNC``, and opendir's getattr): take your locks
-with ``nowait.acquire`` and change nothing before the last point that can wait — a
-``nowait.WouldBlock`` sends the call to a worker thread, which repeats it. Everything else runs
-in a worker thread. Raise :class:`~traxfs.fs.errors.FsError` with the errno the caller should
-see.
+**Calls come on the FUSE reader threads**, several at once: guard your state with your own
+locks. Raise :class:`~traxfs.fs.errors.FsError` with the errno the caller should see.
 
 **Attributes** are :class:`~traxfs.fs.keys.Inode` values (``blocks`` in 512-byte units). A
 file whose contents change by themselves must report the size a read will return and say so with
@@ -36,9 +32,9 @@ file whose contents change by themselves must report the size a read will return
 usually choose ``direct_io``.
 
 **Reference counts**: the kernel's lookups of a subtree inode are counted through
-:meth:`Subtree.ref` / :meth:`Subtree.unref` (on the FUSE loop's thread: only count there); a
-subtree whose inodes can go away keeps them until the last reference drops (``unref`` returning
-True asks for :meth:`Subtree.collect` in a worker).
+:meth:`Subtree.ref` / :meth:`Subtree.unref` (count only: they must not wait); a subtree whose
+inodes can go away keeps them until the last reference drops (``unref`` returning True asks for
+:meth:`Subtree.collect`, on the reader thread that read the forget).
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import crc32c
 
-from ..engine import nowait
 from ..engine.page import PAGE_SIZE
 from ..errors import FsError
 from ..limits import check_name
@@ -270,7 +269,7 @@ class TableStore:
     def frozen_table(self, epoch: int, name: bytes) -> Table:
         """Table ``name`` as snapshot ``epoch`` froze it: its record then, the prefix of its pages
         that version had (ENOENT: the snapshot held no such table)."""
-        nowait.acquire(self._lock)  # (lookups on the FUSE loop's thread)
+        self._lock.acquire()
         try:
             got = self._frozen_tables.get((epoch, name))
             if got is None:

@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from ..engine import nowait
 from ..errors import FsError
 from ..keys import Inode
 from ..limits import check_name
@@ -144,8 +143,6 @@ class TablesSubtree(Subtree):
     def _open(self) -> TableStore:
         """The store, opened (``_lock`` held), with an entry for each of its tables."""
         if self._store is None:
-            if nowait.active():
-                raise nowait.WouldBlock("the table store opens")
             store = TableStore(self._engine)
             store.snapshot_name = self._snapshot_name
             self._store = store
@@ -250,8 +247,8 @@ class TablesSubtree(Subtree):
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """The subtree's lock, taken as calls on the FUSE loop's thread may (``nowait``)."""
-        nowait.acquire(self._lock)
+        """The subtree's lock, held for the block."""
+        self._lock.acquire()
         try:
             yield
         finally:
@@ -413,8 +410,6 @@ class TablesSubtree(Subtree):
         found = self._store.find(table, key_bytes(table.schema, table.rec.tid, values)[0])
         if found is None:
             raise FsError(errno.ENOENT, f"no row with key {name!r}")
-        if nowait.active():
-            raise nowait.WouldBlock("a row is read from its PAX page")
         page, row = found
         if len(entry.keyed) >= KEYED_KEPT:
             del entry.keyed[next(iter(entry.keyed))]  # the oldest: a later lookup renders it again
