@@ -40,7 +40,9 @@ class FileData:
             return self.inodes.get(ino).size
 
     def read(self, ino: int, off: int, size: int) -> bytes:
-        with self._ilocks.shared(ino):
+        ilocks = self._ilocks
+        held = ilocks.acquire_shared(ino)
+        try:
             with self.inodes.lock:
                 node = self.inodes.get(ino)
                 if node.is_dir:
@@ -49,6 +51,8 @@ class FileData:
             if size == 0:
                 return b""
             return self.data.read(ino, off, size)
+        finally:
+            ilocks.release_shared(ino, held)
 
     def write(self, ino: int, off: int, data: bytes) -> int:
         """Write ``data`` at ``off``; returns the byte count. The bytes reach the volume before

@@ -16,13 +16,23 @@ SPARE = 64  # unused locks kept for reuse
 
 
 class _RW:
-    __slots__ = ("cv", "readers", "writer", "users")
+    __slots__ = ("cv", "readers", "writer", "users", "waiting")
 
     def __init__(self) -> None:
         self.cv = threading.Condition(threading.Lock())
         self.readers = 0
         self.writer = False
         self.users = 0
+        self.waiting = 0  # threads in ``wait``: a release with none to wake notifies nobody
+
+    def wait(self) -> None:
+        """Wait for a change (``cv`` held). ``Condition.notify_all`` is Python and cost a third
+        of an uncontended read's lock (4.5 µs a pair): releases skip it when nobody waits."""
+        self.waiting += 1
+        try:
+            self.cv.wait()
+        finally:
+            self.waiting -= 1
 
 
 class InodeLocks:
@@ -47,22 +57,36 @@ class InodeLocks:
                 if len(self._spare) < SPARE:
                     self._spare.append(rw)
 
-    @contextmanager
-    def shared(self, ino: int):
+    def acquire_shared(self, ino: int) -> _RW:
+        """Take ``ino``'s lock shared; give it back with :meth:`release_shared` (the read path
+        calls the pair directly: a ``with`` over a generator costs a microsecond more)."""
         rw = self._get(ino)
         try:
             with rw.cv:
                 while rw.writer:
-                    rw.cv.wait()
+                    rw.wait()
                 rw.readers += 1
-            try:
-                yield
-            finally:
-                with rw.cv:
-                    rw.readers -= 1
+        except BaseException:
+            self._put(ino, rw)
+            raise
+        return rw
+
+    def release_shared(self, ino: int, rw: _RW) -> None:
+        try:
+            with rw.cv:
+                rw.readers -= 1
+                if rw.waiting and not rw.readers:  # only a writer waits for readers
                     rw.cv.notify_all()
         finally:
             self._put(ino, rw)
+
+    @contextmanager
+    def shared(self, ino: int):
+        rw = self.acquire_shared(ino)
+        try:
+            yield
+        finally:
+            self.release_shared(ino, rw)
 
     @contextmanager
     def exclusive(self, ino: int):
@@ -70,13 +94,14 @@ class InodeLocks:
         try:
             with rw.cv:
                 while rw.writer or rw.readers:
-                    rw.cv.wait()
+                    rw.wait()
                 rw.writer = True
             try:
                 yield
             finally:
                 with rw.cv:
                     rw.writer = False
-                    rw.cv.notify_all()
+                    if rw.waiting:
+                        rw.cv.notify_all()
         finally:
             self._put(ino, rw)
