@@ -261,7 +261,8 @@ cdef extern from *:
         return (fi->flags & O_DIRECT) && !fi->writepage;
     }
 
-    /* Drop the kernel's cached pages of [off, off + len) of ``ino``: called once a direct write
+    /* Drop the kernel's cached pages of [off, off + len) of ``ino`` (off < 0: its attributes
+       only, which waits for nothing): called once a direct write
        is done and before it is answered. The kernel drops them before it sends the write, and
        after it only for a write that finished synchronously; a buffered read in between
        (answered, rightly, with the old bytes) would otherwise leave them cached once an
@@ -283,8 +284,8 @@ cdef extern from *:
             return;
         int r = fuse_lowlevel_notify_inval_inode(se, ino, off, len);
         if (r != 0 && r != -ENOENT && r != -ENODEV)  /* ENOENT: no page of it cached; ENODEV: unmounted */
-            fprintf(stderr, "traxfs: dropping the cached pages of inode %llu after a direct write: %s\\n",
-                    (unsigned long long) ino, strerror(-r));
+            fprintf(stderr, "traxfs: dropping the kernel's cache of inode %llu (from %lld): %s\\n",
+                    (unsigned long long) ino, (long long) off, strerror(-r));
         pthread_mutex_lock(&traxll_rd.lock);
         traxll_rd.dropping--;
         pthread_cond_broadcast(&traxll_rd.gone);
@@ -1639,6 +1640,15 @@ def killpriv_v2() -> bool:
     then asks no ``security.capability`` before a write of a file found once without one, and
     the server clears set-ID bits where a request says so."""
     return bool(traxll_killpriv_v2)
+
+
+def invalidate_attributes(uint64_t ino) -> None:
+    """Tell the kernel its cached attributes of ``ino`` are stale: for a change it did not make
+    itself and does not re-read after (the ctime of a ``chattr``; the blocks of preallocation
+    given back at close), which it would otherwise show until the attribute timeout. Pages
+    are not touched, so this waits for nothing; nothing is done once the session stops."""
+    with nogil:
+        traxll_drop_written(ino, -1, 0)
 
 
 def sessions() -> int:

@@ -21,12 +21,16 @@ last —, at unmount, and at the first mount after a crash.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from .engine.page import PAGE_SIZE
 from .inode_locks import InodeLocks
 from .inodes import Inodes
 from .keys import U64, Inode, ino_key, prefix_range, unpack_extent
 
+
+def _unheard(ino: int) -> None:
+    """Nobody caches attributes (no mount): nobody to tell."""
 
 class Lifetime:
     def __init__(self, inodes: Inodes, ilocks: InodeLocks) -> None:
@@ -38,6 +42,9 @@ class Lifetime:
         self._refs: dict[int, int] = {}
         self._handles: dict[int, int] = {}  # open file handles per inode (a subset of the refs)
         self._unlinked: set[int] = set()  # link count dropped to zero: destroyed at the last unref
+        # told of an inode whose attributes changed without a request that changed them (the
+        # FUSE adapter tells the kernel, whose cached copy would be stale): preallocation given back
+        self.attributes_changed: Callable[[int], None] = _unheard
 
     # ----- references (the small lock only) -----------------------------------------------------
     def ref(self, ino: int, n: int = 1) -> None:
@@ -151,7 +158,9 @@ class Lifetime:
                 freed = self.data.truncate(ftx, ino, node.size)
                 if self.inodes.is_dirty(ino):
                     self.inodes.put(ftx, node)
-            return freed
+        if freed:
+            self.attributes_changed(ino)  # its blocks (outside the locks: it may call the kernel)
+        return freed
 
     def give_back_after_crash(self) -> int:
         """At mount after an unclean stop: files open then may hold pages preallocated past

@@ -104,6 +104,23 @@ def test_closed_files_take_their_size_and_df_agrees(tmp_path: Path) -> None:
         assert listed == total  # du agrees with df
 
 
+def test_a_stat_right_after_close_sees_the_preallocation_given_back(tmp_path: Path) -> None:
+    """A writer that looked at its file while writing (``fstat``: the kernel caches what it
+    saw, preallocated pages counted) and closed it: the next stat shows the blocks of the size,
+    at once — the server tells the kernel its copy is stale when it gives the pages back."""
+    with traxfs_mount(tmp_path, size=64 * MiB) as m:
+        p = m.mp / "grown"
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            for _ in range(300):
+                os.write(fd, b"g" * 4096)
+            held = os.fstat(fd).st_blocks * 512
+        finally:
+            os.close(fd)
+        assert held > 300 * 4096  # preallocated past the end while open
+        assert os.stat(p).st_blocks * 512 == 300 * 4096
+
+
 def test_st_blocks_of_a_sparse_file_counts_what_it_holds(tmp_path: Path) -> None:
     """A 5 GiB sparse file with 4 KiB written shows 8 blocks, not 5 GiB (issue 12, item 8)."""
     with traxfs_mount(tmp_path, size=64 * MiB) as m:

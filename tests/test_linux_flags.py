@@ -7,9 +7,12 @@ and noatime are stored. Each refusal is EPERM and changes nothing.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import struct
 import subprocess
+import time
 
 import pytest
 
@@ -122,6 +125,26 @@ def test_nodump_and_noatime_are_kept_and_unknown_flags_refused(fs_mount, d):
     assert {"d", "A"} <= set(_lsattr(f))
     _chattr("-d", "-A", f)
     assert _lsattr(f) == "-" * len(_lsattr(f))
+
+
+def test_a_chattr_shows_its_ctime_to_the_next_stat(d):
+    """The kernel re-reads no attributes after an ioctl: the server tells it that its cached
+    ones are stale, so the ctime a ``chattr`` sets is what the very next stat sees, not what it
+    was until the attribute timeout (1 s) ran out. The ioctl is made in-process (a ``chattr``
+    process could take longer than the timeout on a slow machine, and the test could not fail)."""
+    f = d / "ctime"
+    f.write_bytes(b"c")
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(fd, 0x80086601, b"\0" * 4))[0]  # FS_IOC_GETFLAGS
+        before = os.fstat(fd).st_ctime_ns  # the kernel holds these attributes for a second now
+        time.sleep(0.01)
+        fcntl.ioctl(fd, 0x40086602, struct.pack("i", flags | 0x80))  # FS_IOC_SETFLAGS: +A (noatime)
+        after = os.fstat(fd).st_ctime_ns
+    finally:
+        os.close(fd)
+    assert "A" in _lsattr(f)
+    assert after > before, (before, after)
 
 
 def test_other_ioctls_are_answered_without_a_worker(fs_mount, mnt):

@@ -26,7 +26,9 @@ Kernel caches (what we chose and why):
   drop the range's cached pages again: ``fuse_lowlevel`` drops them before it answers the write.
 * **attribute and entry timeouts of 1 s**: the kernel revalidates names and attributes at most
   once a second; all changes come through the kernel, which updates its own copy as it makes
-  them, so the cache is never stale for users of this mount. An inode whose attributes change by
+  them, so the cache is never stale for users of this mount. Two changes it neither makes nor
+  re-reads after are told to it (``fuse_lowlevel.invalidate_attributes``): the ctime a
+  ``chattr`` sets, and the blocks of preallocation given back at close. An inode whose attributes change by
   themselves (``FileSystem.volatile``: the status files, the files of /tables) gets attribute
   and entry timeouts of 0 (its name may go by itself too: a file of /tables/NAME/ingest/ goes
   once it is ingested).
@@ -116,6 +118,7 @@ class TraxOperations(pyfuse3.Operations):
         self._dirs: dict[int, _OpenDir] = {}  # directory fh -> what was opened, by whom, where it is
         self._caps: dict[int, bool] = {}  # ino -> has a security.capability attribute
         fs.status_files.fuse_counters = self.counters
+        fs.lifetime.attributes_changed = fuse_lowlevel.invalidate_attributes
 
     def install_lowlevel(self) -> None:
         """Register with ``fuse_lowlevel`` every request this filesystem serves (pyfuse3 keeps
@@ -282,12 +285,14 @@ class TraxOperations(pyfuse3.Operations):
             if cmd == FS_IOC_SETFLAGS and len(data) >= 4:
                 self._caps.pop(ino, None)
                 self.fs.set_flags(ino, int.from_bytes(data[:4], "little"))
+                fuse_lowlevel.invalidate_attributes(ino)  # its ctime: the kernel re-reads none after an ioctl
                 return data[:out_size]
             if cmd == FS_IOC_FSSETXATTR and len(data) >= FSXATTR.size:
                 xflags, extsize, _, projid, cowextsize = FSXATTR.unpack_from(data)
                 if extsize or projid or cowextsize:
                     raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
                 self.fs.set_flags(ino, xflags_to_flags(xflags))
+                fuse_lowlevel.invalidate_attributes(ino)
                 return data[:out_size]
             raise pyfuse3.FUSEError(errno.ENOTTY)
         except Exception as e:
