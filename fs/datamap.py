@@ -203,6 +203,12 @@ class DataMap:
             cached = self._maps[ino] = ([lp for lp, _, _ in entries], entries, sum(n for _, _, n in entries))
         return cached
 
+    def made(self, ino: int) -> None:
+        """``ino`` was just made: its map is empty (no look at the tree needed)."""
+        if len(self._maps) >= MAPS_CACHED:
+            self._evict_maps()
+        self._maps[ino] = ([], [], 0)
+
     def _evict_maps(self) -> None:
         """Drop the oldest eighth of the cached maps (the dict keeps insertion order). Dropping
         them all, as this once did, made every file of a directory walked in turn — stat, unlink

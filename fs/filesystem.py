@@ -260,7 +260,9 @@ class FileSystem:
             return owner.create(parent, name, mode, caller or Caller(uid=uid, gid=gid), rdev, target)
         self._new_name(parent, name)
         self.flags.refuse(parent, "creating an entry", FS_IMMUTABLE_FL)
-        return self.namespace.create(parent, name, mode, uid, gid, rdev, target)
+        node = self.namespace.create(parent, name, mode, uid, gid, rdev, target)
+        self.flags.made(node.ino)  # known to be none: the first write need not look them up
+        return node
 
     def mkdir(self, parent: int, name: bytes, mode: int, uid: int, gid: int, caller: Caller | None = None) -> Inode:
         return self.create(parent, name, stat.S_IFDIR | (mode & 0o7777), uid, gid, caller=caller)

@@ -64,6 +64,12 @@ class InodeFlags:
             self._cache[ino] = flags
         return flags
 
+    def made(self, ino: int) -> None:
+        """``ino`` was just made: it has no flags."""
+        if len(self._cache) > CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[ino] = 0
+
     def set(self, ino: int, flags: int) -> None:
         """Set the flags (the kernel checked CAP_LINUX_IMMUTABLE for immutable and append-only);
         EOPNOTSUPP for a flag traxfs does not keep, changing nothing."""

@@ -154,6 +154,8 @@ class Namespace:
                 self.add_entry(ftx, p, name, ino)
                 p.mtime_ns = p.ctime_ns = now
                 self.inodes.put(ftx, p)
+            if kind == stat.S_IFREG:  # a new file holds no extents: its map needs no look at the tree
+                self.inodes.data.made(ino)
             return self.inodes.attrs(ino)
 
     def link(self, ino: int, parent: int, name: bytes) -> Inode:
