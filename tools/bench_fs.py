@@ -27,9 +27,10 @@ target back to back, the order rotated per round) and the medians are shown with
 ``direct``; the load average before and after is printed, since the machine is shared.
 Directories (``--only dirs``): a ``telldir``/``seekdir`` walk of ``--walk`` entries
 (``tools/dirwalk.py``: a seek back after every entry) and ``ls -f`` of ``--list`` entries (caches
-dropped first); and the PySpark job (``traxfs.tools.spark_job``) on ``direct`` and on ``traxfs``
-with one warmed-up Spark session. The peak resident memory of the FUSE servers is printed;
-``--json`` writes everything (with the servers' CPU time, threads and descriptors).
+dropped first). A full run (neither ``--only`` nor ``--jobs``) also runs the PySpark job
+(``traxfs.tools.spark_job``) on ``direct`` and on ``traxfs`` with one warmed-up Spark session.
+The peak resident memory of the FUSE servers is printed; ``--json`` writes everything (with the
+servers' CPU time, threads and descriptors).
 """
 
 from __future__ import annotations
