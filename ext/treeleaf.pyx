@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The common case of a B+tree put and delete in one C call each: the change stays inside one
-leaf — a new key that fits, a value overwritten by one of the same length, a key deleted from a
-leaf that stays at least a quarter full (or is the root).
+"""The common case of a B+tree get, put and delete in one C call each: a lookup; a change that
+stays inside one leaf — a new key that fits, a value overwritten by one of the same length, a key
+deleted from a leaf that stays at least a quarter full (or is the root).
 
 A put or a delete is a nested top action (``traxfs.fs.struct.common``): under the tree's latch,
 read the root from the header, descend, find the key in the leaf, log and apply one slot
@@ -163,6 +163,26 @@ cdef class LeafChange:
             if tx.last_lsn != start_lsn:
                 self.rollback_to(tx, start_lsn)
             raise
+
+    def get(self, bytes key, declined):
+        """The value stored under ``key``, None if there is none, or ``declined`` (nothing
+        held): the tree's lock or the leaf busy, a page not resident, a version 1 header."""
+        cdef Place at
+        cdef Frame f
+        if not self.lock.acquire(False):
+            return declined
+        try:
+            f = self.find(key, &at)
+            if f is None:
+                return declined
+            try:
+                if not at.present:
+                    return None
+                return PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
+            finally:
+                self.release(f)
+        finally:
+            self.lock.release()
 
     def put(self, tx, bytes key, bytes value) -> tuple:
         """Put ``key`` → ``value`` (sizes already checked): ``(True, old value or None)`` when

@@ -8,6 +8,7 @@ transactions) is in test_structures_contract.py.
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 from conftest import bulk_build_all_or_nothing, device_snapshot, new_engine
@@ -63,8 +64,11 @@ def test_put_get_overwrite_delete_and_bounds(eng):
 
 
 class _Declining:
-    """In place of a tree's C leaf changes (``traxfs.ext.treeleaf``): declines every put and
-    delete, so the general path does them all."""
+    """In place of a tree's C leaf changes (``traxfs.ext.treeleaf``): declines every get, put
+    and delete, so the general path does them all."""
+
+    def get(self, key, declined):
+        return declined
 
     def put(self, *args):
         return False, None
@@ -73,10 +77,15 @@ class _Declining:
 
 
 class _Counting:
-    """Around a tree's C leaf changes: counts the puts and deletes they did."""
+    """Around a tree's C leaf changes: counts the lookups, puts and deletes they did."""
 
     def __init__(self, real):
-        self.real, self.done = real, 0
+        self.real, self.done, self.looked = real, 0, 0
+
+    def get(self, key, declined):
+        v = self.real.get(key, declined)
+        self.looked += v is not declined
+        return v
 
     def put(self, *args):
         done, old = self.real.put(*args)
@@ -146,6 +155,48 @@ def test_the_c_leaf_changes_log_what_the_general_path_logs(tmp_path):
     finally:
         fast_eng.close()
         slow_eng.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_lookup_in_c_finds_what_the_general_path_finds(eng):
+    """``BTree.get`` is C (``LeafChange.get``) unless it declines: over a tree of three levels,
+    every key present, absent between and around them, and of other lengths, the C answer must
+    be the general path's; with the tree's latch held by another thread the C path declines
+    and the lookup waits for the latch."""
+    tx = eng.begin()
+    tree = BTree.create(eng, tx, "t")
+    rng = random.Random(11)
+    keys = sorted({rng.randbytes(rng.randrange(1, 60)) for _ in range(30_000)})
+    for k in keys:
+        tree.put(tx, k, k[::-1] + b"=" * rng.randrange(0, 300))
+    eng.commit(tx)
+    probes = keys + [k + b"\0" for k in keys[::7]] + [k[:-1] for k in keys[::5]] + [b"", b"\xff" * 80]
+    counting = tree._in_leaf = _Counting(tree._leaf_change())
+    fast = [tree.get(k) for k in probes]
+    tree._in_leaf = _Declining()
+    slow = [tree.get(k) for k in probes]
+    assert counting.looked == len(probes)  # every lookup was C's
+    present = set(keys)
+    assert fast == slow and [v is not None for v in fast] == [k in present for k in probes]
+    tree._in_leaf = counting
+    got, holding, go = [], threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with tree.latch:
+            holding.set()
+            go.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    reader = threading.Thread(target=lambda: got.append(tree.get(keys[0])))
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive() and got == []  # declined by C, waiting for the latch
+    go.set()
+    reader.join(10)
+    holder.join(10)
+    assert got == [slow[0]] and counting.looked == len(probes)
 
 
 @pytest.mark.timeout(60)

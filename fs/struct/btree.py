@@ -105,6 +105,7 @@ from .keymap import LoggedMap
 
 UNDERFULL = PAGE_CAPACITY // 4  # a node using fewer bytes than this is merged with a sibling ...
 MERGE_LIMIT = PAGE_CAPACITY * 3 // 4  # ... if the merged node uses at most this many
+_DECLINED = object()  # what ``LeafChange.get`` answers when it leaves a lookup to the general path
 
 OP_UNDO_PUT = 110  # payload: undo head | had_old u8 | klen u16 | key | old value
 OP_UNDO_DELETE = 111  # payload: undo head | klen u16 | key | value
@@ -232,11 +233,15 @@ class BTree(LoggedMap):
 
     # ----- reading ------------------------------------------------------------------------------
     def get(self, key: bytes, default=None):
+        """The value under ``key`` (``default`` if none): in C (``LeafChange.get``) unless it
+        declines — the latch or the leaf busy, a page to load — and then here, waiting."""
         key = bytes(key)
-        with self.latch:
-            with self.e.page(self._descend(key)) as f:
-                v = leaf_find(f.data, key)[2]
-            return default if v is None else v
+        v = self._leaf_change().get(key, _DECLINED)
+        if v is _DECLINED:
+            with self.latch:
+                with self.e.page(self._descend(key)) as f:
+                    v = leaf_find(f.data, key)[2]
+        return default if v is None else v
 
     lookup = get
 
