@@ -232,7 +232,7 @@ class DataMap:
         """Extents (file page, device page, count, birth) overlapping file pages [first, stop),
         from the tree."""
         out = []
-        prev = self.tree.floor(extent_key(ino, first))
+        prev = self.tree.floor(extent_key(ino, first)) if first else None  # none starts below page 0
         if prev is not None and prev[0][:8] == extent_key(ino, 0)[:8] and prev[0] != extent_key(ino, first):
             lp = int.from_bytes(prev[0][8:], "big")
             phys, count, birth = unpack_extent(prev[1])
