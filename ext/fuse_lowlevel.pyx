@@ -263,7 +263,9 @@ cdef extern from *:
 
     /* Drop the kernel's cached pages of [off, off + len) of ``ino`` (off < 0: its attributes
        only, which waits for nothing): called once a direct write
-       is done and before it is answered. The kernel drops them before it sends the write, and
+       is done and answered (answering frees the kernel's background slot the write held, which
+       a readahead of the locked pages this waits for may be queued behind). The kernel drops
+       them before it sends the write, and
        after it only for a write that finished synchronously; a buffered read in between
        (answered, rightly, with the old bytes) would otherwise leave them cached once an
        asynchronous write (libaio, io_uring) completes. Called without the GIL and without any
@@ -1086,11 +1088,15 @@ cdef class _Request:
         cdef str op = self.op
         if op == "write":
             n = result
-            if n > 0 and traxll_direct_write(&self.fi) and not self.answered:
-                with nogil:
-                    traxll_drop_written(self.ino, self.off, n)
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
+                # after the answer, never before: an asynchronous direct write holds one of the
+                # kernel's background slots (max_background, 12) until answered, and a
+                # readahead queued behind a full set of them keeps its pages locked, which the
+                # drop waits for — twelve writes dropping before answering hung for good (CI)
+                if n > 0 and traxll_direct_write(&self.fi):
+                    with nogil:
+                        traxll_drop_written(self.ino, self.off, n)
         elif op == "open" or op == "opendir":
             traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
             if self._claim():
