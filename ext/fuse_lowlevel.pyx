@@ -262,15 +262,15 @@ cdef extern from *:
     }
 
     /* Drop the kernel's cached pages of [off, off + len) of ``ino`` (off < 0: its attributes
-       only, which waits for nothing): called once a direct write
-       is done and answered (answering frees the kernel's background slot the write held, which
-       a readahead of the locked pages this waits for may be queued behind). The kernel drops
-       them before it sends the write, and
-       after it only for a write that finished synchronously; a buffered read in between
+       only, which waits for nothing): called once a direct write is done and answered, never
+       before — an asynchronous direct write holds one of the kernel's 12 background slots until
+       answered, a readahead waiting for a slot keeps its pages locked, and this waits for those
+       locks (twelve writes dropping before answering hung for good in CI). The kernel drops
+       them before it sends the write, and after it only for a write that finished synchronously; a buffered read in between
        (answered, rightly, with the old bytes) would otherwise leave them cached once an
        asynchronous write (libaio, io_uring) completes. Called without the GIL and without any
        of the filesystem's locks: the kernel waits here for pages locked by reads in flight,
-       which pyfuse3's tasks answer, and writes back a page dirtied through mmap, which another
+       which the readers answer, and writes back a page dirtied through mmap, which another
        reader answers — so one is made sure to be reading first. Not done once the session
        stops (quiesce waits for the ones under way before it closes the descriptors). */
     static void traxll_drop_written(uint64_t ino, int64_t off, int64_t len) {
@@ -1090,10 +1090,7 @@ cdef class _Request:
             n = result
             if self._claim():
                 ret = fuse_reply_write(self.req, n)
-                # after the answer, never before: an asynchronous direct write holds one of the
-                # kernel's background slots (max_background, 12) until answered, and a
-                # readahead queued behind a full set of them keeps its pages locked, which the
-                # drop waits for — twelve writes dropping before answering hung for good (CI)
+                # after the answer, never before (why: traxll_drop_written)
                 if n > 0 and traxll_direct_write(&self.fi):
                     with nogil:
                         traxll_drop_written(self.ino, self.off, n)

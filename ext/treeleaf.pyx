@@ -119,8 +119,15 @@ cdef class LeafChange:
         ``key`` is in it (``at``); None when declined (the transaction not active, the lock or a
         page busy, a page not resident, a version 1 header), nothing held then. The caller
         releases the frame, then the lock."""
+        if tx.state is not self.active:
+            return None
+        return self.find_locked(key, at)
+
+    cdef Frame find_locked(self, bytes key, Place *at):
+        """``locate`` for any reader: the tree's lock taken (not waited for), then ``find``;
+        None, nothing held, when either declines."""
         cdef Frame f
-        if tx.state is not self.active or not self.lock.acquire(False):
+        if not self.lock.acquire(False):
             return None
         try:
             f = self.find(key, at)
@@ -168,13 +175,10 @@ cdef class LeafChange:
         """The value stored under ``key``, None if there is none, or ``declined`` (nothing
         held): the tree's lock or the leaf busy, a page not resident, a version 1 header."""
         cdef Place at
-        cdef Frame f
-        if not self.lock.acquire(False):
+        cdef Frame f = self.find_locked(key, &at)
+        if f is None:
             return declined
         try:
-            f = self.find(key, &at)
-            if f is None:
-                return declined
             try:
                 if not at.present:
                     return None
