@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Verifying a run of file data pages against their datasums record in one call.
+"""Verifying a run of file data pages against their datasums record in one call, and summing a
+run of pages just written.
 
 Every read of file data checks each page it reads (``traxfs.fs.datasums``). In Python the loop
 over a run's pages — decoding each page's slot, slicing the page, calling crc32c — cost about
@@ -10,7 +11,8 @@ checksum is still the ``crc32c`` package's (hardware-accelerated), called on a v
 Python that handles every page this function does not pass.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t
 
 import crc32c as _crc32c_module
@@ -79,3 +81,63 @@ def check_pages(object value, object blob, Py_ssize_t first, Py_ssize_t slot, Py
     finally:
         PyBuffer_Release(&vb)
     return out
+
+
+def page_sums(object blob, object sum_type):
+    """The sums of a run of pages written from their start with the bytes of ``blob`` (whole
+    pages; the last may be partial): a list of ``sum_type`` tuples ``(crc, length, 0, 0,
+    False)``, one per page. In Python the slicing, the call and the tuple per page cost ~1.5 us
+    a page, four times the checksum itself (a 1 MiB write spent 400 us here)."""
+    cdef Py_buffer bb
+    cdef Py_ssize_t at, n
+    cdef object make = tuple.__new__
+    out = []
+    PyObject_GetBuffer(blob, &bb, PyBUF_SIMPLE)
+    try:
+        at = 0
+        while at < bb.len:
+            n = min(PAGE, bb.len - at)
+            view = PyMemoryView_FromMemory(<char *>bb.buf + at, n, PyBUF_READ)
+            out.append(make(sum_type, (_crc32c(view), n, 0, 0, False)))
+            at += PAGE
+    finally:
+        PyBuffer_Release(&bb)
+    return out
+
+
+def pack_settled(object value, Py_ssize_t slot, list run):
+    """Write the settled sums ``run`` (``(crc, length, ...)`` tuples, ``pending`` at index 4
+    false) into consecutive slots of the datasums record ``value`` (a bytearray) from ``slot``.
+    True if written; False, and ``value`` untouched, if any is None or pending (the caller's
+    general path handles those one by one). The common case of every write, in one call."""
+    cdef Py_buffer vb
+    cdef uint8_t *s
+    cdef Py_ssize_t k, n = len(run)
+    cdef uint32_t crc
+    cdef unsigned int length
+    cdef object item
+    if slot < 0 or slot + n > GROUP:
+        raise ValueError(f"slots {slot}..{slot + n} outside a group of {GROUP}")
+    for item in run:  # (read as a tuple: indexing a NamedTuple subclass generically is 10x slower)
+        if item is None:
+            return False
+        if not PyTuple_Check(item) or PyTuple_GET_SIZE(item) < 5:
+            raise ValueError(f"not a sum of a page: {item!r}")
+        if <object>PyTuple_GET_ITEM(item, 4):
+            return False
+        if not 0 <= <object>PyTuple_GET_ITEM(item, 0) <= 0xFFFFFFFF or not 0 <= <object>PyTuple_GET_ITEM(item, 1) <= PAGE:
+            raise ValueError(f"not a sum of a page: {item!r}")
+    PyObject_GetBuffer(value, &vb, PyBUF_WRITABLE)
+    try:
+        if vb.len < HEAD + GROUP * SLOT:
+            raise ValueError(f"datasums record of {vb.len} bytes")
+        for k in range(n):
+            item = run[k]
+            crc = <object>PyTuple_GET_ITEM(item, 0)
+            length = <object>PyTuple_GET_ITEM(item, 1)
+            s = <uint8_t *>vb.buf + HEAD + (slot + k) * SLOT
+            s[0], s[1], s[2], s[3] = crc >> 24, (crc >> 16) & 0xFF, (crc >> 8) & 0xFF, crc & 0xFF
+            s[4], s[5] = length >> 8, length & 0xFF
+    finally:
+        PyBuffer_Release(&vb)
+    return True

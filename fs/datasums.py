@@ -55,11 +55,13 @@ import struct
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
 
-from ..ext.datasum import check_pages
+from ..ext.datasum import check_pages, pack_settled
+from ..ext.datasum import page_sums as _page_sums
 from .engine.engine import Engine
 from .engine.page import PAGE_SIZE
 from .errors import FsError
@@ -105,9 +107,8 @@ class Sum(NamedTuple):
 
 def page_sums(view) -> list[Sum]:
     """The sums of a run of pages written from their start with the bytes ``view`` (whole pages;
-    the last one may be partial)."""
-    return [_new(Sum, (_crc(view[at : at + PAGE_SIZE]), min(PAGE_SIZE, len(view) - at), 0, 0, False))
-            for at in range(0, len(view), PAGE_SIZE)]
+    the last one may be partial). In C: every page of every write is summed here."""
+    return _page_sums(view, Sum)
 
 
 def crc_of(parts, seed: int = 0) -> int:
@@ -194,10 +195,8 @@ class DataSums:
             alts = self._alts(g) if pending else {}
             k0, k1 = pages[i] - g * GROUP, pages[j - 1] - g * GROUP + 1
             run = [updates[p] for p in pages[i:j]]
-            if k1 - k0 == j - i and all(s is not None and not s[4] for s in run):
-                # the common case, a run of settled sums: one slice of slots
-                value[_HEAD + _SLOT.size * k0 : _HEAD + _SLOT.size * k1] = b"".join(
-                    [_SLOT.pack(s[0], s[1]) for s in run])
+            if k1 - k0 == j - i and pack_settled(value, k0, run):
+                # the common case, a run of settled sums: written into their slots in C
                 mask = ((1 << (k1 - k0)) - 1) << k0
                 valid |= mask
                 pending &= ~mask
@@ -245,10 +244,8 @@ class DataSums:
         if not updates:
             return
         with self._lock:
-            pages = self._by_ino.setdefault(ino, set())
-            for page, s in updates.items():
-                self._deferred[page] = (ino, s)
-                pages.add(page)
+            self._by_ino.setdefault(ino, set()).update(updates)
+            self._deferred.update(zip(updates, zip(repeat(ino, len(updates)), updates.values(), strict=True), strict=True))
 
     def deferred_groups(self) -> set[int]:
         """The groups holding a sum not yet logged."""
@@ -270,10 +267,15 @@ class DataSums:
         """Forget deferred sums now in the log. (Sums are deferred, logged and committed under
         the filesystem's lock, so none can have been deferred anew in between.)"""
         with self._lock:
-            if self._deferred:
-                for page in logged:
-                    if page in self._deferred:
-                        self._forget_deferred(page)
+            deferred = self._deferred
+            if not deferred:
+                return
+            owners = {held[0] for held in map(deferred.pop, logged, repeat(None)) if held is not None}
+            for ino in owners:  # (a page is in the set of the inode that deferred it, only)
+                pages = self._by_ino[ino]
+                pages.difference_update(logged)
+                if not pages:
+                    del self._by_ino[ino]
 
     def _forget_deferred(self, page: int) -> None:
         ino, _ = self._deferred.pop(page)

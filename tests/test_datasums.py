@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from pathlib import Path
 
 import crc32c
@@ -30,8 +31,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from traxfs.ext.datasum import check_pages
-from traxfs.fs.datasums import GROUP, Sum
+from traxfs.ext.datasum import check_pages, pack_settled
+from traxfs.fs.datasums import GROUP, Sum, page_sums
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.engine.superblock import COPIES, read_superblock
 from traxfs.fs.errors import FsError
@@ -408,3 +409,46 @@ def test_check_pages_in_c_agrees_with_the_python_rule(sums_fs, seed, slot, data)
         if s is None or s.pending or not (s.length >= end and crc32c.crc32c(page[: s.length]) == s.crc):
             want.append(k)
     assert got == want
+
+
+@given(seed=st.integers(0, 2**32), size=st.integers(0, 9 * PAGE_SIZE), start=st.integers(0, 7))
+def test_the_sums_of_written_pages_in_c_are_each_pages_crc32c(seed, size, start):
+    """``page_sums`` (ext/datasum.pyx): one settled sum per page of the bytes (of any buffer,
+    from any start), the last page's length what it holds."""
+    blob = memoryview(random.Random(seed).randbytes(size + start))[start:]
+    got = page_sums(blob)
+    want = [Sum(crc32c.crc32c(blob[at : at + PAGE_SIZE]), min(PAGE_SIZE, size - at)) for at in range(0, size, PAGE_SIZE)]
+    assert got == want
+    assert all(type(s) is Sum for s in got)
+
+
+@given(seed=st.integers(0, 2**32), slot=st.integers(0, GROUP - 1), data=st.data())
+def test_settled_sums_packed_in_c_land_in_their_slots_or_nowhere(seed, slot, data):
+    """``pack_settled`` (ext/datasum.pyx) writes a run of settled sums into their slots of a
+    record, as ``(crc u32, length u16)`` big-endian, and nothing else; a run with a page without
+    a sum or a pending one is declined with the record untouched."""
+    rng = random.Random(seed)
+    count = data.draw(st.integers(0, GROUP - slot))
+    run = [Sum(rng.randrange(2**32), rng.randrange(PAGE_SIZE + 1)) for _ in range(count)]
+    if count and data.draw(st.booleans()):
+        run[rng.randrange(count)] = None if rng.random() < 0.5 else Sum(1, 2, 3, 4, True)
+    start = rng.randbytes(2 * GROUP // 8 + 6 * GROUP)
+    value = bytearray(start)
+    done = pack_settled(value, slot, run)
+    settled = all(s is not None and not s.pending for s in run)
+    assert done == settled
+    want = bytearray(start)
+    if settled:
+        at = 2 * GROUP // 8 + 6 * slot
+        want[at : at + 6 * count] = b"".join(struct.pack(">IH", s.crc, s.length) for s in run)
+    assert value == want
+
+
+def test_a_sum_that_is_no_page_s_is_refused_before_anything_is_written():
+    value = bytearray(2 * GROUP // 8 + 6 * GROUP)
+    for bad in ([Sum(1, 4096), Sum(1, PAGE_SIZE + 1)], [Sum(2**32, 1)]):
+        with pytest.raises(ValueError, match="not a sum of a page"):
+            pack_settled(value, 0, bad)
+        assert not any(value)
+    with pytest.raises(ValueError, match="outside a group"):
+        pack_settled(value, GROUP - 1, [Sum(1, 1), Sum(1, 1)])

@@ -155,9 +155,15 @@ def _bits_redo(value: int) -> Redo:
         first, n = _BITS.unpack(p)
         if first + n > (PAGE_SIZE - HEADER_SIZE) * 8:
             raise ValueError("bit range outside the page")
-        for i in range(first, first + n):
-            byte, mask = HEADER_SIZE + i // 8, 1 << (i % 8)
-            page[byte] = (page[byte] | mask) if value else (page[byte] & ~mask)
+        if not n:
+            return
+        # bit i is bit i % 8 of byte i // 8: the bytes the run touches, as one little-endian
+        # integer, changed with one mask (a data extent sets hundreds of bits; a loop over them
+        # was 5% of a 1 MiB write)
+        lo, hi = HEADER_SIZE + first // 8, HEADER_SIZE + (first + n + 7) // 8
+        mask = ((1 << n) - 1) << (first % 8)
+        bits = int.from_bytes(page[lo:hi], "little")
+        page[lo:hi] = (bits | mask if value else bits & ~mask).to_bytes(hi - lo, "little")
     return redo
 
 
