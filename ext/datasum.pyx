@@ -141,3 +141,41 @@ def pack_settled(object value, Py_ssize_t slot, list run):
     finally:
         PyBuffer_Release(&vb)
     return True
+
+
+def read_slots(object value, Py_ssize_t slot, Py_ssize_t count, object sum_type, dict alts):
+    """The sums in slots ``slot .. slot+count-1`` of the datasums record ``value``: None where
+    the valid bit is clear; ``sum_type(crc, length, alt_crc, alt_length, True)`` where the pending
+    bit is set (the alternative from ``alts``: slot -> (crc, length), (0, 0) if absent); else
+    ``sum_type(crc, length, 0, 0, False)``. Every overwrite looks its pages' sums up: in Python,
+    unpacking the record's 256 fields cost more than the B+tree lookup that found it."""
+    cdef Py_buffer vb
+    cdef const uint8_t *v
+    cdef const uint8_t *s
+    cdef Py_ssize_t k
+    cdef uint32_t crc
+    cdef unsigned int length
+    cdef object make = tuple.__new__
+    if slot < 0 or count < 0 or slot + count > GROUP:
+        raise ValueError(f"slots {slot}..{slot + count} outside a group of {GROUP}")
+    out = []
+    PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE)
+    try:
+        if vb.len < HEAD + GROUP * SLOT:
+            raise ValueError(f"datasums record of {vb.len} bytes")
+        v = <const uint8_t *>vb.buf
+        for k in range(slot, slot + count):
+            if not bit(v, k):
+                out.append(None)
+                continue
+            s = v + HEAD + k * SLOT
+            crc = (<uint32_t>s[0] << 24) | (<uint32_t>s[1] << 16) | (<uint32_t>s[2] << 8) | s[3]
+            length = (<unsigned int>s[4] << 8) | s[5]
+            if bit(v + BITS, k):
+                alt_crc, alt_length = alts.get(k, (0, 0))
+                out.append(make(sum_type, (crc, length, alt_crc, alt_length, True)))
+            else:
+                out.append(make(sum_type, (crc, length, 0, 0, False)))
+    finally:
+        PyBuffer_Release(&vb)
+    return out

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
 
-from ..ext.datasum import check_pages, pack_settled
+from ..ext.datasum import check_pages, pack_settled, read_slots
 from ..ext.datasum import page_sums as _page_sums
 from .engine.engine import Engine
 from .engine.page import PAGE_SIZE
@@ -78,6 +78,7 @@ _SLOT = struct.Struct(">IH")  # crc, length
 _ALT = struct.Struct(">BIH")  # a datapending entry: page in the group, alternative crc and length
 _TABLE = struct.Struct(">" + "IH" * GROUP)  # every page's slot at once
 VALUE_SIZE = _HEAD + _TABLE.size
+_NONE_PENDING = bytes(_BITS)  # a pending bitmap with no bit set
 _new = tuple.__new__
 ZEROS = memoryview(bytes(1 << 20))  # zeros to write from (slices of it)
 _crc = crc32c.crc32c
@@ -152,16 +153,8 @@ class DataSums:
             if raw is None:
                 out.extend([None] * n)
             else:
-                valid, pending = _bitmaps(raw)
-                slots = _TABLE.unpack_from(raw, _HEAD)
-                alts = self._alts(g) if pending else {}
-                for k in range(page - g * GROUP, page - g * GROUP + n):
-                    if not valid >> k & 1:
-                        out.append(None)
-                    elif pending >> k & 1:
-                        out.append(Sum(slots[2 * k], slots[2 * k + 1], *alts.get(k, (0, 0)), True))
-                    else:  # (tuple.__new__: a NamedTuple's own constructor is Python code)
-                        out.append(_new(Sum, (slots[2 * k], slots[2 * k + 1], 0, 0, False)))
+                alts = self._alts(g) if raw[_BITS:_HEAD] != _NONE_PENDING else {}
+                out += read_slots(raw, page - g * GROUP, n, Sum, alts)
             page += n
         if self._deferred:
             with self._lock:

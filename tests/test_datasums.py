@@ -31,7 +31,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from traxfs.ext.datasum import check_pages, pack_settled
+from traxfs.ext.datasum import check_pages, pack_settled, read_slots
 from traxfs.fs.datasums import GROUP, Sum, page_sums
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.engine.superblock import COPIES, read_superblock
@@ -452,3 +452,29 @@ def test_a_sum_that_is_no_page_s_is_refused_before_anything_is_written():
         assert not any(value)
     with pytest.raises(ValueError, match="outside a group"):
         pack_settled(value, GROUP - 1, [Sum(1, 1), Sum(1, 1)])
+
+
+@given(seed=st.integers(0, 2**32), slot=st.integers(0, GROUP), data=st.data())
+def test_sums_read_from_a_record_in_c_follow_its_bitmaps(seed, slot, data):
+    """``read_slots`` (ext/datasum.pyx) decodes a record as its layout says: valid bit clear ->
+    None; pending bit set -> the slot's sum with the alternative given (or (0, 0)), pending;
+    otherwise the slot's sum, settled."""
+    rng = random.Random(seed)
+    count = data.draw(st.integers(0, GROUP - slot))
+    raw = rng.randbytes(2 * GROUP // 8 + 6 * GROUP)
+    valid, pending = int.from_bytes(raw[: GROUP // 8], "big"), int.from_bytes(raw[GROUP // 8 : GROUP // 4], "big")
+    alts = {k: (rng.randrange(2**32), rng.randrange(PAGE_SIZE + 1)) for k in range(GROUP) if rng.random() < 0.5}
+    want = []
+    for k in range(slot, slot + count):
+        crc, length = struct.unpack_from(">IH", raw, GROUP // 4 + 6 * k)
+        if not valid >> k & 1:
+            want.append(None)
+        elif pending >> k & 1:
+            want.append(Sum(crc, length, *alts.get(k, (0, 0)), True))
+        else:
+            want.append(Sum(crc, length))
+    got = read_slots(raw, slot, count, Sum, alts)
+    assert got == want
+    assert all(s is None or type(s) is Sum for s in got)
+    with pytest.raises(ValueError, match="outside a group"):
+        read_slots(raw, slot, GROUP - slot + 1, Sum, alts)
