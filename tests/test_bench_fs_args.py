@@ -23,3 +23,14 @@ def test_bad_options_are_refused_before_any_work(argv, message, tmp_path, capsys
 
 def test_a_job_subset_keeps_the_table_order():
     assert bench_fs._job_list("unlink,seq_write_1M") == ("seq_write_1M", "unlink")
+
+
+def test_the_table_keeps_its_columns_when_a_median_is_a_long_float():
+    """An even number of rounds makes a median the mean of two: 185.85000000000002 once ran
+    into the column before it."""
+    med = {"seq_write_1M": {"median": 185.85000000000002, "runs": []}}
+    report = {"targets": {"direct": med, "passthrough": med, "traxfs": med}, "rounds": 2,
+              "load_before": (0, 0, 0), "load_after": (0, 0, 0)}
+    row = bench_fs.table(report).splitlines()[1]
+    assert "185.9" in row and "185.85000000000002" not in row
+    assert row.split()[2:5] == ["185.9", "185.9", "185.9"]

@@ -306,7 +306,7 @@ def table(report: dict) -> str:
             continue
         unit = FIO_JOBS[job][1] if job in FIO_JOBS else "per_s"
         vals = {n: t[n][job]["median"] for n in names}
-        lines.append(f"{job + ' ' + unit:<28}" + "".join(f"{vals[n]:>13}" for n in names)
+        lines.append(f"{job + ' ' + unit:<28}" + "".join(f"{vals[n]:>13,.1f}" for n in names)
                      + f"{vals['traxfs'] / vals['passthrough']:>8.2f}"
                      + "".join(f"{vals[n] / vals['direct']:>15.3f}" for n in extra))
     if "dirs" in t["direct"]:
@@ -314,7 +314,7 @@ def table(report: dict) -> str:
         for key, label in (("seekdir_walk_s", f"seekdir walk {dirs['walk_entries']} s"),
                            ("ls_f_s", f"ls -f {dirs['ls_entries']} s")):
             vals = {n: t[n]["dirs"][key] for n in names}
-            lines.append(f"{label:<28}" + "".join(f"{vals[n]:>13}" for n in names)
+            lines.append(f"{label:<28}" + "".join(f"{vals[n]:>13,.2f}" for n in names)
                          + f"{vals['traxfs'] / max(vals['passthrough'], 0.01):>8.2f}"
                          + "".join(f"{vals[n] / max(vals['direct'], 0.01):>15.2f}" for n in extra))
     servers = report.get("servers", {})
