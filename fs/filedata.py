@@ -61,51 +61,60 @@ class FileData:
             return 0
         if off < 0 or off + len(data) > MAX_FILE_SIZE:
             raise FsError(errno.EFBIG, f"write past the largest file size ({MAX_FILE_SIZE})")
-        inodes = self.inodes
-        with inodes.barrier, self._ilocks.exclusive(ino):
-            with inodes.lock:
-                node = inodes.copy(ino)
-                if not node.is_reg:
-                    raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
-                if off > node.size:
-                    self._drop_gap(ino, node.size, off)
-                ftx, new, count = None, [], len(data)
-                shared = self.data.shared_range(ino, off, off + count, node.size)
-                if shared is not None:  # copy-on-write: whole pages written afresh, old bytes around
-                    off, data = self._whole_pages(ino, off, data, shared, node.size)
-                if shared is not None or self.data.has_holes(ino, off, len(data)):
-                    ftx = inodes.begin()
-                    try:
-                        if shared is not None:
-                            self.data.unshare(ftx, ino, *shared)
-                        new = self.data.allocate(ftx.tx, ino, off, len(data), node.size)
-                    except BaseException as ex:
-                        inodes.abort(ftx, ex)
-                        raise
+        ilocks = self._ilocks
+        with self.inodes.barrier:
+            held = ilocks.acquire_exclusive(ino)  # (a ``with`` over a generator: a microsecond more)
             try:
-                plan = self.data.plan(ino, off, data, new, node.size)
-                self._write_plan(plan)
-            except BaseException as ex:
-                if ftx is not None:
-                    with inodes.lock:
-                        inodes.abort(ftx, ex)
-                raise
-            with inodes.lock:
-                node = inodes.copy(ino)
-                node.size = max(node.size, off + len(data))
-                node.mtime_ns = node.ctime_ns = now_ns()
-                if ftx is None:  # into allocated space: the new size, times and sums wait in memory
-                    self.data.sums.defer(ino, plan.sums)
-                    inodes.keep_dirty(node)
-                    return count
+                return self._write_locked(ino, off, data)
+            finally:
+                ilocks.release_exclusive(ino, held)
+
+    def _write_locked(self, ino: int, off: int, data: bytes) -> int:
+        """:meth:`write`, the snapshot barrier and the file's inode lock held."""
+        inodes = self.inodes
+        with inodes.lock:
+            node = inodes.get(ino)  # read only: the copy to change is taken once the bytes are written
+            if not node.is_reg:
+                raise FsError(errno.EINVAL if not node.is_dir else errno.EISDIR, f"inode {ino} is not a file")
+            if off > node.size:
+                self._drop_gap(ino, node.size, off)
+            ftx, new, count = None, [], len(data)
+            shared = self.data.shared_range(ino, off, off + count, node.size)
+            if shared is not None:  # copy-on-write: whole pages written afresh, old bytes around
+                off, data = self._whole_pages(ino, off, data, shared, node.size)
+            if shared is not None or self.data.has_holes(ino, off, len(data)):
+                ftx = inodes.begin()
                 try:
-                    self.data.publish(ftx, ino, new)
-                    self.data.sums.record(ftx, plan.sums)
-                    inodes.put(ftx, node)
+                    if shared is not None:
+                        self.data.unshare(ftx, ino, *shared)
+                    new = self.data.allocate(ftx.tx, ino, off, len(data), node.size)
                 except BaseException as ex:
                     inodes.abort(ftx, ex)
                     raise
-                inodes.commit(ftx)
+        try:
+            plan = self.data.plan(ino, off, data, new, node.size)
+            self._write_plan(plan)
+        except BaseException as ex:
+            if ftx is not None:
+                with inodes.lock:
+                    inodes.abort(ftx, ex)
+            raise
+        with inodes.lock:
+            node = inodes.copy(ino)
+            node.size = max(node.size, off + len(data))
+            node.mtime_ns = node.ctime_ns = now_ns()
+            if ftx is None:  # into allocated space: the new size, times and sums wait in memory
+                self.data.sums.defer(ino, plan.sums)
+                inodes.keep_dirty(node)
+                return count
+            try:
+                self.data.publish(ftx, ino, new)
+                self.data.sums.record(ftx, plan.sums)
+                inodes.put(ftx, node)
+            except BaseException as ex:
+                inodes.abort(ftx, ex)
+                raise
+            inodes.commit(ftx)
         return count
 
     def _whole_pages(self, ino: int, off: int, data: bytes, shared: tuple[int, int], size: int) -> tuple[int, bytes]:

@@ -189,27 +189,33 @@ class Barrier:
     thread; a waiting exclusive holder stops new shared ones (a snapshot is not starved)."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        # ``with self._lock``, not ``with self._cv``: a Condition's __enter__ is Python code, and
+        # every write takes this barrier
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._shared = 0
         self._exclusive = False
         self._waiting = 0
         self._mine = threading.local()
 
     def __enter__(self) -> None:  # shared
-        depth = getattr(self._mine, "depth", 0)
+        mine = self._mine
+        depth = getattr(mine, "depth", 0)
         if not depth:
-            with self._cv:
+            with self._lock:
                 while self._exclusive or self._waiting:
                     self._cv.wait()
                 self._shared += 1
-        self._mine.depth = depth + 1
+        mine.depth = depth + 1
 
     def __exit__(self, *exc) -> None:
-        self._mine.depth -= 1
-        if not self._mine.depth:
-            with self._cv:
+        mine = self._mine
+        mine.depth -= 1
+        if not mine.depth:
+            with self._lock:
                 self._shared -= 1
-                self._cv.notify_all()
+                if self._waiting:  # only a snapshot waits for shared holders to go (notify_all is Python)
+                    self._cv.notify_all()
 
     def exclusive(self):
         return _Exclusive(self)
@@ -221,7 +227,7 @@ class _Exclusive:
 
     def __enter__(self) -> None:
         b = self.b
-        with b._cv:
+        with b._lock:
             b._waiting += 1
             try:
                 while b._exclusive or b._shared:
@@ -231,6 +237,6 @@ class _Exclusive:
             b._exclusive = True
 
     def __exit__(self, *exc) -> None:
-        with self.b._cv:
+        with self.b._lock:
             self.b._exclusive = False
             self.b._cv.notify_all()

@@ -16,10 +16,11 @@ SPARE = 64  # unused locks kept for reuse
 
 
 class _RW:
-    __slots__ = ("cv", "readers", "writer", "users", "waiting")
+    __slots__ = ("lock", "cv", "readers", "writer", "users", "waiting")
 
     def __init__(self) -> None:
-        self.cv = threading.Condition(threading.Lock())
+        self.lock = threading.Lock()  # taken as ``with rw.lock``: a Condition's __enter__ is Python code
+        self.cv = threading.Condition(self.lock)
         self.readers = 0
         self.writer = False
         self.users = 0
@@ -62,7 +63,7 @@ class InodeLocks:
         calls the pair directly: a ``with`` over a generator costs a microsecond more)."""
         rw = self._get(ino)
         try:
-            with rw.cv:
+            with rw.lock:
                 while rw.writer:
                     rw.wait()
                 rw.readers += 1
@@ -73,7 +74,7 @@ class InodeLocks:
 
     def release_shared(self, ino: int, rw: _RW) -> None:
         try:
-            with rw.cv:
+            with rw.lock:
                 rw.readers -= 1
                 if rw.waiting and not rw.readers:  # only a writer waits for readers
                     rw.cv.notify_all()
@@ -88,20 +89,33 @@ class InodeLocks:
         finally:
             self.release_shared(ino, rw)
 
-    @contextmanager
-    def exclusive(self, ino: int):
+    def acquire_exclusive(self, ino: int) -> _RW:
+        """Take ``ino``'s lock exclusive; give it back with :meth:`release_exclusive` (writes
+        call the pair directly, as reads do)."""
         rw = self._get(ino)
         try:
-            with rw.cv:
+            with rw.lock:
                 while rw.writer or rw.readers:
                     rw.wait()
                 rw.writer = True
-            try:
-                yield
-            finally:
-                with rw.cv:
-                    rw.writer = False
-                    if rw.waiting:
-                        rw.cv.notify_all()
+        except BaseException:
+            self._put(ino, rw)
+            raise
+        return rw
+
+    def release_exclusive(self, ino: int, rw: _RW) -> None:
+        try:
+            with rw.lock:
+                rw.writer = False
+                if rw.waiting:
+                    rw.cv.notify_all()
         finally:
             self._put(ino, rw)
+
+    @contextmanager
+    def exclusive(self, ino: int):
+        rw = self.acquire_exclusive(ino)
+        try:
+            yield
+        finally:
+            self.release_exclusive(ino, rw)
