@@ -120,7 +120,10 @@ class DataMap:
         self.tree = extents
         self.sums = sums
         self.track = self.raw.track_pages
-        self._cv = threading.Condition()
+        # entered as ``with self._lock`` (every read and write counts its bytes here): a
+        # Condition's __enter__ is Python code
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._written = 0  # generation: data writes completed
         self._flushed = 0  # generation covered by the last completed device flush
         self._needed = 0  # generation that committed records may describe (see ``depend``)
@@ -132,13 +135,13 @@ class DataMap:
 
     # ----- ordered mode -------------------------------------------------------------------------
     def _note_written(self, nbytes: int) -> None:
-        with self._cv:
+        with self._lock:
             self._written += 1
             self.stats["data_bytes_written"] += nbytes
 
     def written(self) -> int:
         """The generation of data writes completed so far (``flush_data(upto=...)``)."""
-        with self._cv:
+        with self._lock:
             return self._written
 
     def depend(self) -> None:
@@ -146,7 +149,7 @@ class DataMap:
         log flush that writes its commit record flushes them first. (Overwrite intents do not
         describe data — they only permit it — so they skip this, and a lone intent costs one
         log write, no device flush.)"""
-        with self._cv:
+        with self._lock:
             self._needed = self._written
 
     def _flush_needed(self) -> None:
@@ -156,7 +159,7 @@ class DataMap:
     def flush_data(self, upto: int | None = None) -> None:
         """Make every data write completed so far (or up to generation ``upto``) durable (one
         device flush serves all callers that arrive while it runs)."""
-        with self._cv:
+        with self._lock:
             target = self._written if upto is None else upto
             while True:
                 if self._flushed >= target:
@@ -169,7 +172,7 @@ class DataMap:
         try:
             self.raw.flush()
         finally:
-            with self._cv:
+            with self._lock:
                 self._flushing = False
                 self._flushed = max(self._flushed, target)
                 self.stats["data_flushes"] += 1
@@ -255,7 +258,7 @@ class DataMap:
         """:meth:`read` from the extents ``pieces`` (a snapshot's, ``fs/snapshot_view.py``)."""
         end = off + size
         first, stop = off // PAGE_SIZE, -(-end // PAGE_SIZE)
-        with self._cv:
+        with self._lock:
             self.stats["data_bytes_read"] += size
         out = None
         for lpage, phys, count in pieces:
