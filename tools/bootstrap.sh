@@ -37,3 +37,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   fi
   .venv/bin/python -c 'import traxfs.volume.group, traxfs.ext.logbuffer, traxfs.ext.logwriter, traxfs.ext.logbuffer_drivers, pyfuse3' && touch "$stamp"
 fi
+# Byte-compile the package up front: where PYTHONDONTWRITEBYTECODE is set (this sandbox sets it),
+# every `trax` process the tests start — mount daemons, fsck, the CLI — would otherwise compile
+# the whole package again on import. Up-to-date files are skipped, so a rerun costs little.
+.venv/bin/python -m compileall -q -j 0 __init__.py fs volume tools ext >/dev/null
