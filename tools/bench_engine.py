@@ -45,6 +45,7 @@ from ..fs.engine.engine import Engine
 from ..fs.engine.page import PAGE_SIZE, PageType
 from ..fs.process_status import process_status
 from ..volume.device import create_image
+from .before import checkout_problem, child_env
 
 KEYS = 4000
 CELLS_PER_PAGE = 500
@@ -286,9 +287,7 @@ def bench_ops(workdir: str, n: int, repeat: int, before: str | None) -> dict:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(path + suffix):
                     os.unlink(path + suffix)
-            env = dict(os.environ)
-            if pythonpath:  # that checkout's traxfs first (as bench_fs --before)
-                env["PYTHONPATH"] = pythonpath
+            env = child_env(pythonpath)
             kind = "sqlite" if store == "sqlite" else "engine"
             r = subprocess.run([sys.executable, "-c", _OPS_CHILD, str(n), kind, path], env=env,
                                capture_output=True, text=True, check=False)
@@ -313,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.before and not a.ops:
         ap.error("--before goes with --ops")
-    if a.before and not os.path.isfile(os.path.join(a.before, "traxfs", "fs", "struct", "btree.py")):
-        ap.error(f"--before {a.before}: no traxfs checkout at {os.path.join(a.before, 'traxfs')}")
+    if a.before and (problem := checkout_problem(a.before, "fs/struct/btree.py")):
+        ap.error(problem)
     if a.ops < 0:
         ap.error("--ops N: N must be positive")
     work = a.workdir or tempfile.mkdtemp(prefix="trax-bench-engine-")

@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 from ..fs.process_status import process_status
+from .before import checkout_problem, child_env
 from .dirwalk import seekdir_walk
 from .mounts import find_mount, fuse_servers
 from .sizes import parse_size
@@ -255,7 +256,7 @@ def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True, o
                     continue
                 image, tmnt, home = top / f"{name}.img", top / f"{name}-mnt", top / f"{name}-home"
                 tmnt.mkdir()
-                env = dict(os.environ, PYTHONPATH=str(pythonpath)) if pythonpath else None
+                env = child_env(pythonpath)
                 cli = [sys.executable, "-m", "traxfs.tools.cli", "--home", str(home)]
                 subprocess.run([*cli, "mkfs", str(image), "--size", str(max(4 << 30, size * 6))], check=True,
                                capture_output=True, env=env)
@@ -359,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
                    "checkout: the code before a change) as target 'before', in the same run")
     p.add_argument("--json", help="also write the report here")
     a = p.parse_args(argv)
-    if a.before is not None and not (a.before / "traxfs" / "tools" / "cli.py").is_file():
-        p.error(f"--before {a.before}: no traxfs checkout at {a.before / 'traxfs'}")
+    if a.before is not None and (problem := checkout_problem(a.before, "tools/cli.py")):
+        p.error(problem)
     if a.rounds < 1 or a.files < 1:
         p.error("--rounds and --files must be at least 1")
     report = run(Path(a.workdir), a.size, a.runtime, a.rows, spark=not a.no_spark, only=a.only,

@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 
+from .before import checkout_problem, child_env
+
 _CHILD = r"""
 import json, os, random, resource, sys, time
 from traxfs.fs.filesystem import FileSystem
@@ -72,9 +74,7 @@ print(json.dumps(out))
 def run_once(kind: str, before: str | None, workdir: str) -> list:
     """One child process on a fresh image: the measures of ``kind`` for the code now, or for
     the package in ``before``/traxfs."""
-    env = dict(os.environ)
-    if before:
-        env["PYTHONPATH"] = before + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = child_env(before)
     with tempfile.TemporaryDirectory(dir=workdir, prefix="traxfs-bench-write-") as d:
         r = subprocess.run([sys.executable, "-c", _CHILD, kind, os.path.join(d, "fs.img")], env=env,
                            capture_output=True, text=True, timeout=900)
@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.runs < 1:
         ap.error("--runs must be at least 1")
-    if a.before and not os.path.isfile(os.path.join(a.before, "traxfs", "fs", "filedata.py")):
-        ap.error(f"--before {a.before}: no traxfs checkout at {os.path.join(a.before, 'traxfs')}")
+    if a.before and (problem := checkout_problem(a.before, "fs/filedata.py")):
+        ap.error(problem)
     if not os.path.isdir(a.workdir):
         ap.error(f"--workdir {a.workdir}: no such directory")
     targets = {"now": None, **({"before": a.before} if a.before else {})}
