@@ -38,6 +38,16 @@ cdef inline bint bit(const uint8_t *bitmap, Py_ssize_t k) noexcept nogil:
     return (bitmap[BITS - 1 - k // 8] >> (k % 8)) & 1
 
 
+cdef inline uint32_t slot_crc(const uint8_t *s) noexcept nogil:
+    """The crc of the slot at ``s`` (big-endian u32)."""
+    return (<uint32_t>s[0] << 24) | (<uint32_t>s[1] << 16) | (<uint32_t>s[2] << 8) | s[3]
+
+
+cdef inline unsigned int slot_length(const uint8_t *s) noexcept nogil:
+    """The length of the slot at ``s`` (big-endian u16 after the crc)."""
+    return (<unsigned int>s[4] << 8) | s[5]
+
+
 def check_pages(object value, object blob, Py_ssize_t first, Py_ssize_t slot, Py_ssize_t count,
                 Py_ssize_t last_hi):
     """Pages ``first .. first+count-1`` of ``blob`` (whole 4 KiB pages) against slots
@@ -67,8 +77,8 @@ def check_pages(object value, object blob, Py_ssize_t first, Py_ssize_t slot, Py
                     out.append(k)
                     continue
                 s = v + HEAD + (slot + k) * SLOT
-                want = (<uint32_t>s[0] << 24) | (<uint32_t>s[1] << 16) | (<uint32_t>s[2] << 8) | s[3]
-                n = (<Py_ssize_t>s[4] << 8) | s[5]
+                want = slot_crc(s)
+                n = slot_length(s)
                 end = last_hi if k == count - 1 else PAGE
                 if n < end or n > PAGE:
                     out.append(k)
@@ -169,8 +179,8 @@ def read_slots(object value, Py_ssize_t slot, Py_ssize_t count, object sum_type,
                 out.append(None)
                 continue
             s = v + HEAD + k * SLOT
-            crc = (<uint32_t>s[0] << 24) | (<uint32_t>s[1] << 16) | (<uint32_t>s[2] << 8) | s[3]
-            length = (<unsigned int>s[4] << 8) | s[5]
+            crc = slot_crc(s)
+            length = slot_length(s)
             if bit(v + BITS, k):
                 alt_crc, alt_length = alts.get(k, (0, 0))
                 out.append(make(sum_type, (crc, length, alt_crc, alt_length, True)))
