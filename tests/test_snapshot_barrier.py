@@ -20,13 +20,22 @@ def started(fn) -> threading.Thread:
     return t
 
 
+def until_waiting(b: Barrier) -> None:
+    """Until the snapshot started is waiting (a slow start must not reorder the test)."""
+    deadline = time.monotonic() + 10
+    while not b._waiting:
+        assert time.monotonic() < deadline, "the snapshot never waited"
+        time.sleep(0.005)
+
+
 def test_a_snapshot_goes_on_as_soon_as_the_last_change_leaves():
     b = Barrier()
     order: list[str] = []
     b.__enter__()
     b.__enter__()  # nested in this thread: one hold
     snap = started(lambda: (b.exclusive().__enter__(), order.append("snapshot")))
-    time.sleep(0.2)
+    until_waiting(b)
+    time.sleep(0.1)
     assert order == [], "the snapshot went on during a change"
     b.__exit__()
     time.sleep(0.1)
@@ -50,7 +59,7 @@ def test_a_change_arriving_while_a_snapshot_waits_waits_for_it():
         ex.__exit__()
 
     snap = started(snapshot)
-    time.sleep(0.1)
+    until_waiting(b)
     late = started(lambda: (b.__enter__(), order.append("late change"), b.__exit__()))
     time.sleep(0.1)
     assert order == []
