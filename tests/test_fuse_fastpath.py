@@ -45,6 +45,21 @@ def _drop_kernel_caches() -> None:
         f.write("2\n")
 
 
+def _settled_references(mp: Path) -> int:
+    """The inodes the kernel still references once the FORGETs of a cache drop have all arrived:
+    the kernel sends them after ``drop_caches`` returns, so a count read at once can still fall."""
+    _drop_kernel_caches()
+    last, steady_since = _status(mp)["referenced_inodes"], time.monotonic()
+    deadline = steady_since + 30
+    while time.monotonic() - steady_since < 0.5:
+        assert time.monotonic() < deadline, "the referenced inodes never settled"
+        time.sleep(0.05)
+        now = _status(mp)["referenced_inodes"]
+        if now != last:
+            last, steady_since = now, time.monotonic()
+    return last
+
+
 def _wait_for(cond, what, timeout: float = 30) -> None:
     """Until ``cond()``; ``what`` (a string, or a callable giving one) says what failed."""
     deadline = time.monotonic() + timeout
@@ -135,8 +150,7 @@ def test_references_return_and_unlinked_files_are_freed(served):
     are destroyed (their space back)."""
     d = served / "refs"
     d.mkdir()
-    _drop_kernel_caches()
-    base = _status(served)["referenced_inodes"]
+    base = _settled_references(served)
     free_before = os.statvfs(served).f_bfree
     for i in range(100):
         (d / f"f{i}").write_bytes(os.urandom(64 * 1024))
@@ -166,8 +180,7 @@ def test_listings_of_many_buffers_give_each_entry_once_and_its_reference_back(se
     for name in names:
         (d / name).write_bytes(b"")
     os.chmod(d / "00007-nnnnnnn", 0o640)
-    _drop_kernel_caches()
-    base = _status(served)["referenced_inodes"]
+    base = _settled_references(served)
     before = _status(served)["fuse_lowlevel"]["readdirplus"]
     with os.scandir(d) as it:
         got = {e.name: e.stat(follow_symlinks=False) for e in it}  # attributes from the listing
