@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Slotted-page edits in C: the free-space sum, slot insert and slot delete of
 ``traxfs.fs.engine.slotted`` (whose docstring has the layout), and patches — the changed bytes
-of a record overwritten by one of the same length (``diff_runs``, ``patch_slot``).
+of a record overwritten by one of the same length (``diff_runs``, ``patch_redo``), the runs of
+records a split moves (``cut_run``, ``paste_run``), and the redos of the slot operations.
 
 Every B+tree, hash and list change runs them (forward and in redo), and in Python they cost a
 fifth of a B+tree put: ``free_space`` unpacked the whole directory to sum it, ``insert`` and
@@ -78,10 +79,10 @@ cdef int _compact(unsigned char *p, Py_ssize_t size, Py_ssize_t n) except -1:
     return 0
 
 
-def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) -> None:
-    """Insert ``body`` as slot ``i`` (later slots shift up by one)."""
-    cdef unsigned char *p = &buf[0]
-    cdef Py_ssize_t size = buf.shape[0], n, used, top, ln = body.shape[0], d, free_now
+cdef int _insert(unsigned char *p, Py_ssize_t size, Py_ssize_t i, const unsigned char *body,
+                 Py_ssize_t ln) except -1:
+    """``insert`` on a page in memory."""
+    cdef Py_ssize_t n, used, top, d, free_now
     used = _used(p, size, &n)
     top = u16(p + HEADER_SIZE + 2)
     if not 0 <= i <= n:
@@ -94,13 +95,19 @@ def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) 
         top = u16(p + HEADER_SIZE + 2)
     top -= ln
     if ln:
-        memcpy(p + top, &body[0], ln)
+        memcpy(p + top, body, ln)
     d = DIR_START + 4 * i
     memmove(p + d + 4, p + d, 4 * (n - i))
     put16(p + d, top)
     put16(p + d + 2, ln)
     put16(p + HEADER_SIZE, n + 1)
     put16(p + HEADER_SIZE + 2, top)
+    return 0
+
+
+def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) -> None:
+    """Insert ``body`` as slot ``i`` (later slots shift up by one)."""
+    _insert(&buf[0], buf.shape[0], i, &body[0] if body.shape[0] else NULL, body.shape[0])
 
 
 cdef Py_ssize_t _slot(const unsigned char *p, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *off,
@@ -119,18 +126,105 @@ cdef Py_ssize_t _slot(const unsigned char *p, Py_ssize_t size, Py_ssize_t i, Py_
     return n
 
 
+cdef void _remove(unsigned char *p, Py_ssize_t n, Py_ssize_t i) noexcept:
+    """Slot ``i`` (checked by ``_slot``) out of the directory; its body stays until a compaction."""
+    cdef Py_ssize_t d = DIR_START + 4 * i
+    memmove(p + d, p + d + 4, 4 * (n - 1 - i))
+    memset(p + DIR_START + 4 * (n - 1), 0, 4)
+    put16(p + HEADER_SIZE, n - 1)
+
+
 def delete(unsigned char[::1] buf, Py_ssize_t i) -> bytes:
     """Remove slot ``i`` (later slots shift down) and return its body; its bytes are reclaimed
     by the next compaction."""
     cdef unsigned char *p = &buf[0]
-    cdef Py_ssize_t off, ln, d
+    cdef Py_ssize_t off, ln
     cdef Py_ssize_t n = _slot(p, buf.shape[0], i, &off, &ln)
-    d = DIR_START + 4 * i
     old = (<char *>p)[off:off + ln]
-    memmove(p + d, p + d + 4, 4 * (n - 1 - i))
-    memset(p + DIR_START + 4 * (n - 1), 0, 4)
-    put16(p + HEADER_SIZE, n - 1)
+    _remove(p, n, i)
     return old
+
+
+def records(const unsigned char[::1] buf) -> list:
+    """Every slot's body, in slot order (a split moves half of them; scans read them all)."""
+    cdef const unsigned char *p = &buf[0]
+    cdef Py_ssize_t size = buf.shape[0], n, i, off, ln
+    if size < DIR_START:
+        raise ValueError(f"a slotted page of {size} bytes has no directory")
+    n = u16(p + HEADER_SIZE)
+    if DIR_START + 4 * n > size:
+        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
+    out = []
+    for i in range(n):
+        off = u16(p + DIR_START + 4 * i)
+        ln = u16(p + DIR_START + 4 * i + 2)
+        if off + ln > size:
+            raise ValueError(f"slot {i} ([{off}, {off + ln})) passes the page end")
+        out.append((<const char *>p)[off:off + ln])
+    return out
+
+
+# ----- runs of records: a split's or a merge's move (``OP_SLOTS_CUT`` / ``OP_SLOTS_PASTE``) --------
+# The payload is ``index u16, count u16`` and then ``count`` × ``(length u16, bytes)`` (little-
+# endian, ``traxfs.fs.struct.common.run_payload``): the records in slot order from ``index``.
+
+cdef Py_ssize_t _run_count(const unsigned char *r, Py_ssize_t size, Py_ssize_t *index) except -1:
+    """Index (into ``index``) and record count of a run payload, checked to hold them all."""
+    cdef Py_ssize_t count, j, pos = 4
+    if size < 4:
+        raise ValueError(f"a run of records of {size} bytes has no header")
+    index[0] = u16(r)
+    count = u16(r + 2)
+    for j in range(count):
+        if pos + 2 > size or pos + 2 + u16(r + pos) > size:
+            raise ValueError(f"a run of {count} records ends inside record {j}")
+        pos += 2 + u16(r + pos)
+    if pos != size:
+        raise ValueError(f"a run of {count} records has {size - pos} bytes past its end")
+    return count
+
+
+def paste_run(unsigned char[::1] buf, const unsigned char[::1] run) -> None:
+    """Insert a run's records as slots ``index ..`` (the redo of ``OP_SLOTS_PASTE``): one insert
+    after the other, so the page's bytes are those the inserts one by one would leave. A run
+    that does not fit in all (``PageFull``) or starts past the last slot is refused whole."""
+    cdef unsigned char *p = &buf[0]
+    cdef const unsigned char *r = &run[0] if run.shape[0] else NULL
+    cdef Py_ssize_t size = buf.shape[0], index, j, pos = 4, ln, n, need
+    cdef Py_ssize_t count = _run_count(r, run.shape[0], &index)
+    cdef Py_ssize_t free_now = free_bytes(p, size)
+    n = u16(p + HEADER_SIZE)
+    if not 0 <= index <= n:
+        raise ValueError(f"slot {index} outside 0..{n}")
+    need = run.shape[0] - 4 + 2 * count  # each record's bytes and its 4-byte directory entry
+    if free_now < need:
+        raise PageFull(f"{count} records of {need} bytes with their slots do not fit ({free_now} free)")
+    for j in range(count):
+        ln = u16(r + pos)
+        _insert(p, buf.shape[0], index + j, r + pos + 2, ln)
+        pos += 2 + ln
+
+
+def cut_run(unsigned char[::1] buf, const unsigned char[::1] run) -> None:
+    """Delete slots ``index ..`` holding exactly the run's records (the redo of
+    ``OP_SLOTS_CUT``), the last first; a slot that holds another record is refused
+    (``ValueError``) and nothing is deleted."""
+    cdef unsigned char *p = &buf[0]
+    cdef const unsigned char *r = &run[0] if run.shape[0] else NULL
+    cdef Py_ssize_t size = buf.shape[0], index, j, pos = 4, ln, off, have, n
+    cdef Py_ssize_t count = _run_count(r, run.shape[0], &index)
+    n = u16(p + HEADER_SIZE)
+    if index + count > n:
+        raise ValueError(f"slots_cut: slots {index}..{index + count - 1} beyond {n}")
+    for j in range(count):
+        ln = u16(r + pos)
+        _slot(p, size, index + j, &off, &have)
+        if have != ln or memcmp(p + off, r + pos + 2, ln):
+            raise ValueError(f"slots_cut: slot {index + j} does not hold the logged record")
+        pos += 2 + ln
+    for j in range(count - 1, -1, -1):
+        _remove(p, n, index + j)
+        n -= 1
 
 
 # ----- patches: the bytes that changed in a record of the same length ------------------------------
@@ -229,10 +323,33 @@ def swap_runs(const unsigned char[::1] runs) -> bytes:
     return bytes(out)
 
 
-def patch_slot(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] runs) -> None:
-    """Apply ``runs`` (old -> new) to the body of slot ``i``, in place: its length is unchanged."""
+# ----- the redos of the slot operations (``traxfs.fs.engine.opcodes``): ``index u16`` and a body ---
+# Every B+tree, hash and list change runs one, forward and in recovery; as Python wrappers their
+# unpacking and slicing cost a tenth of a B+tree put.
+
+cdef Py_ssize_t _index(const unsigned char[::1] payload) except -1:
+    if payload.shape[0] < 2:
+        raise ValueError(f"a slot operation of {payload.shape[0]} bytes has no slot index")
+    return u16(&payload[0])
+
+
+def insert_redo(unsigned char[::1] buf, const unsigned char[::1] payload) -> None:
+    """``OP_SLOT_INSERT``: insert the body as slot ``index``."""
+    cdef Py_ssize_t i = _index(payload)
+    _insert(&buf[0], buf.shape[0], i, &payload[2] if payload.shape[0] > 2 else NULL, payload.shape[0] - 2)
+
+
+def delete_redo(unsigned char[::1] buf, const unsigned char[::1] payload) -> None:
+    """``OP_SLOT_DELETE``: remove slot ``index`` (the logged body is the undo's)."""
     cdef unsigned char *p = &buf[0]
-    cdef Py_ssize_t off, ln
+    cdef Py_ssize_t off, ln, i = _index(payload)
+    _remove(p, _slot(p, buf.shape[0], i, &off, &ln), i)
+
+
+def patch_redo(unsigned char[::1] buf, const unsigned char[::1] payload) -> None:
+    """``OP_SLOT_PATCH``: apply the runs (old -> new) to the body of slot ``index``."""
+    cdef unsigned char *p = &buf[0]
+    cdef Py_ssize_t off, ln, i = _index(payload)
     _slot(p, buf.shape[0], i, &off, &ln)
-    if runs.shape[0]:
-        _apply(p + off, ln, &runs[0], runs.shape[0], True)
+    if payload.shape[0] > 2:
+        _apply(p + off, ln, &payload[2], payload.shape[0] - 2, True)

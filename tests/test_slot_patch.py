@@ -12,7 +12,7 @@ from conftest import device_snapshot
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traxfs.ext.slotpage import apply_runs, diff_runs, patch_slot, swap_runs
+from traxfs.ext.slotpage import apply_runs, diff_runs, patch_redo, swap_runs
 from traxfs.fs.engine import opcodes, slotted
 from traxfs.fs.engine.engine import Engine
 from traxfs.fs.engine.page import PAGE_SIZE
@@ -69,8 +69,10 @@ def test_bad_runs_change_nothing():
     slotted.format_slotted(page)
     slotted.insert(page, 0, old)
     with pytest.raises(ValueError, match="slot 1 outside"):
-        patch_slot(page, 1, runs)
-    patch_slot(page, 0, runs)
+        patch_redo(page, b"\1\0" + runs)
+    with pytest.raises(ValueError, match="no slot index"):
+        patch_redo(page, b"\0")
+    patch_redo(page, b"\0\0" + runs)
     assert slotted.get(page, 0) == new
 
 

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...ext.slotpage import patch_slot, swap_runs
+from ...ext.slotpage import delete_redo, insert_redo, patch_redo, swap_runs
 from . import slotted
 from .page import HEADER_SIZE, PAGE_SIZE, get_aux, set_aux
 
@@ -180,14 +180,6 @@ _IDX = struct.Struct("<H")
 _REP = struct.Struct("<HH")
 
 
-def _ins_redo(page: bytearray, p: bytes) -> None:
-    slotted.insert(page, _IDX.unpack_from(p)[0], p[2:])
-
-
-def _del_redo(page: bytearray, p: bytes) -> None:
-    slotted.delete(page, _IDX.unpack_from(p)[0])
-
-
 def _rep_payload(i: int, old: bytes, new: bytes) -> bytes:
     return _REP.pack(i, len(old)) + old + new
 
@@ -202,8 +194,8 @@ def _rep_undo(p: bytes) -> tuple[int, bytes]:
     return OP_SLOT_REPLACE, _rep_payload(i, p[4 + n :], p[4 : 4 + n])
 
 
-register(Operation(OP_SLOT_INSERT, "slot_insert", _ins_redo, lambda p: (OP_SLOT_DELETE, p)))
-register(Operation(OP_SLOT_DELETE, "slot_delete", _del_redo, lambda p: (OP_SLOT_INSERT, p)))
+register(Operation(OP_SLOT_INSERT, "slot_insert", insert_redo, lambda p: (OP_SLOT_DELETE, p)))
+register(Operation(OP_SLOT_DELETE, "slot_delete", delete_redo, lambda p: (OP_SLOT_INSERT, p)))
 register(Operation(OP_SLOT_REPLACE, "slot_replace", _rep_redo, _rep_undo))
 
 
@@ -223,13 +215,7 @@ def slot_replace_payload(i: int, old: bytes, new: bytes) -> bytes:
 # its old and new bytes (``traxfs.ext.slotpage.diff_runs``), instead of both records whole — an
 # inode record or a checksum group rewritten for a few bytes. Redo checks the old bytes are there.
 OP_SLOT_PATCH = 12
-
-
-def _patch_redo(page: bytearray, p: bytes) -> None:
-    patch_slot(page, _IDX.unpack_from(p)[0], p[2:])
-
-
-register(Operation(OP_SLOT_PATCH, "slot_patch", _patch_redo, lambda p: (OP_SLOT_PATCH, p[:2] + swap_runs(p[2:]))))
+register(Operation(OP_SLOT_PATCH, "slot_patch", patch_redo, lambda p: (OP_SLOT_PATCH, p[:2] + swap_runs(p[2:]))))
 
 
 def slot_patch_payload(i: int, runs: bytes) -> bytes:

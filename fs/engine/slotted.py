@@ -12,7 +12,7 @@ small but the page has enough free bytes in all, the heap is compacted in place 
 (Stasis: "defragmented without logging"): compaction changes only where bodies sit, never the
 slot order or contents, which is all that log records refer to.
 
-``free_space``, ``insert`` and ``delete`` (and ``PageFull``) are in C (``traxfs.ext.slotpage``);
+``free_space``, ``insert``, ``delete`` and ``records`` (and ``PageFull``) are in C (``traxfs.ext.slotpage``);
 the rest is here.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 
 from ...ext.slotpage import DIR_START_AT as _C_DIR_START
-from ...ext.slotpage import PageFull, delete, free_space, insert  # noqa: F401 (this module's API, in C)
+from ...ext.slotpage import PageFull, delete, free_space, insert, records  # noqa: F401 (this module's API, in C)
 from .page import HEADER_SIZE, PAGE_SIZE
 
 _META = struct.Struct("<HH")
@@ -63,10 +63,6 @@ def _slot(buf: bytes | bytearray, i: int) -> tuple[int, int]:
 def get(buf: bytes | bytearray, i: int) -> bytes:
     off, n = _slot(buf, i)
     return bytes(buf[off : off + n])
-
-
-def records(buf: bytes | bytearray) -> list[bytes]:
-    return [get(buf, i) for i in range(count(buf))]
 
 
 def fits(buf: bytes | bytearray, size: int) -> bool:

@@ -44,7 +44,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 
-from ...ext.slotpage import apply_runs
+from ...ext.slotpage import apply_runs, cut_run, paste_run
 from ..engine import opcodes, slotted
 from ..engine.buffer import PinnedPage
 from ..engine.opcodes import Operation
@@ -276,31 +276,6 @@ def run_payload(index: int, records: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def _run_records(p: bytes) -> tuple[int, list[bytes]]:
-    index, n = _RUN.unpack_from(p)
-    out, pos = [], _RUN.size
-    for _ in range(n):
-        (ln,) = U16.unpack_from(p, pos)
-        out.append(p[pos + 2 : pos + 2 + ln])
-        pos += 2 + ln
-    return index, out
-
-
-def _cut_redo(page: bytearray, p: bytes) -> None:
-    index, recs = _run_records(p)
-    if index + len(recs) > slotted.count(page):
-        raise ValueError(f"slots_cut: slots {index}..{index + len(recs) - 1} beyond {slotted.count(page)}")
-    for j in range(len(recs) - 1, -1, -1):
-        if slotted.delete(page, index + j) != recs[j]:
-            raise ValueError(f"slots_cut: slot {index + j} does not hold the logged record")
-
-
-def _paste_redo(page: bytearray, p: bytes) -> None:
-    index, recs = _run_records(p)
-    for j, r in enumerate(recs):
-        slotted.insert(page, index + j, r)
-
-
 def _format_redo(page: bytearray, p: bytes) -> None:
     ptype, aux, is_slotted = _FMT.unpack(p)
     page[HEADER_SIZE:] = bytes(PAGE_SIZE - HEADER_SIZE)
@@ -310,8 +285,8 @@ def _format_redo(page: bytearray, p: bytes) -> None:
         slotted.format_slotted(page)
 
 
-opcodes.register(Operation(OP_SLOTS_CUT, "slots_cut", _cut_redo, lambda p: (OP_SLOTS_PASTE, p)))
-opcodes.register(Operation(OP_SLOTS_PASTE, "slots_paste", _paste_redo, lambda p: (OP_SLOTS_CUT, p)))
+opcodes.register(Operation(OP_SLOTS_CUT, "slots_cut", cut_run, lambda p: (OP_SLOTS_PASTE, p)))
+opcodes.register(Operation(OP_SLOTS_PASTE, "slots_paste", paste_run, lambda p: (OP_SLOTS_CUT, p)))
 # Formatting a page just allocated needs no pre-image (Stasis' logging opt-out: space that no
 # one uses): if the transaction aborts, the allocation's own undo frees the page again, and
 # whatever bytes it holds are garbage either way. A new page costs one small record instead of
