@@ -26,6 +26,7 @@ from .page import PAGE_SIZE, PageType
 from .xact import Transaction
 
 HEADER = 32
+_GLANCE = 64  # runs up to this many pages are first tried where the search starts, bytes only
 
 
 class NoSpace(Exception):
@@ -84,6 +85,19 @@ class Allocator:
             out |= (((value | held) >> bit) & ((1 << n) - 1)) << at
         return out
 
+    def _run_is_free(self, first: int, count: int) -> bool:
+        """Whether pages ``first .. first+count-1`` are neither allocated nor quarantined, from
+        the bytes of their bits alone: the cursor usually sits on free space, and a search that
+        starts there need not turn a whole map into an integer (most of a page allocation)."""
+        for k, bit, n, _ in self._spans(first, count):
+            with self.e.page(self.e.map_page(k)) as f:
+                window = bytes(f.data[HEADER + bit // 8 : HEADER + (bit + n + 7) // 8])
+            with self._qlock:
+                held = self._held.get(k, 0)
+            if ((int.from_bytes(window, "little") >> (bit % 8)) | (held >> bit)) & ((1 << n) - 1):
+                return False
+        return True
+
     def _hold_bits(self, first: int, count: int, held: bool) -> None:
         """Set (``held``) or clear the quarantine bits of ``first .. first+count-1``; under
         ``_qlock``, as the entry for them is added to or removed from ``_quarantine``."""
@@ -101,6 +115,8 @@ class Allocator:
         total = self.e.sb.page_count
         for start_from in (self._cursor, self.first_data):
             pid = -(-start_from // align) * align
+            if count <= _GLANCE and pid + count <= total and self._run_is_free(pid, count):
+                return pid
             cached: dict[int, int] = {}
             while pid + count <= total:
                 used = self._used_bits(pid, count, cached)
