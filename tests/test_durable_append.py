@@ -172,9 +172,11 @@ def test_parked_followers_ride_one_flush(tmp_path):
     for t in followers:
         t.start()
     deadline = time.monotonic() + 10
-    while len(log._followers) < 10 and time.monotonic() < deadline:
+    most = 0  # a parked follower leaves the list for a moment every 0.5 s to look again
+    while most < 10 and time.monotonic() < deadline:
+        most = max(most, len(log._followers))
         time.sleep(0.01)
-    assert len(log._followers) == 10 and not done  # all parked behind the held leader
+    assert most == 10 and not done  # all parked behind the held leader
     flushes = log.stats["flushes"]
     dev.gate.set()
     for t in [leader, *followers]:

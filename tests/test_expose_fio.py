@@ -133,7 +133,7 @@ def fio(job: str, target: str, size: str, cwd: Path) -> tuple[subprocess.Complet
     return res, out
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("exposed", list(LAYOUTS), indirect=True)
 def test_fio_verify_crc32c(exposed: Exposed, tmp_path: Path) -> None:
     st = os.stat(exposed.path)

@@ -40,7 +40,7 @@ from traxfs.fs.trees import KEY_SUPER, VERSION
 from traxfs.tools.cli import main
 from traxfs.volume.device import ImageFileDevice
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # many CLI processes per test: slow on a loaded machine
 
 MiB = 1 << 20
 SIZE = 64 * MiB

@@ -48,16 +48,20 @@ def _drop_kernel_caches() -> None:
 def _settled_references(mp: Path) -> int:
     """The inodes the kernel still references once the FORGETs of a cache drop have all arrived:
     the kernel sends them after ``drop_caches`` returns, so a count read at once can still fall."""
+    def counts() -> tuple[int, int]:  # the references held, and the FORGETs answered so far
+        st = _status(mp)
+        return st["referenced_inodes"], st["fuse_lowlevel"]["forget"]
+
     _drop_kernel_caches()
-    last, steady_since = _status(mp)["referenced_inodes"], time.monotonic()
-    deadline = steady_since + 30
-    while time.monotonic() - steady_since < 0.5:
+    last, steady_since = counts(), time.monotonic()
+    deadline = steady_since + 60
+    while time.monotonic() - steady_since < 1.0:
         assert time.monotonic() < deadline, "the referenced inodes never settled"
         time.sleep(0.05)
-        now = _status(mp)["referenced_inodes"]
+        now = counts()
         if now != last:
             last, steady_since = now, time.monotonic()
-    return last
+    return last[0]
 
 
 def _wait_for(cond, what, timeout: float = 30) -> None:

@@ -185,7 +185,8 @@ def test_serial_requests_start_no_readers(served):
         os.unlink(served / f"f{i}")
     after = fuse_lowlevel.reader()
     assert after["direct"] - before["direct"] >= n * 8, (before, after)
-    assert after["started"] - before["started"] <= 4, (before, after)
+    # a few may start when a loaded machine runs a reader late (the regression: ~n * 8 / 3)
+    assert after["started"] - before["started"] <= n // 10, (before, after)
 
 
 def test_connection_aborted_under_a_held_request_ends_the_server(tmp_path, monkeypatch):

@@ -237,7 +237,10 @@ def test_bad_input_is_refused_with_its_errno_and_changes_nothing(qdir, m):
     config(qdir, max_record_bytes=200, seal_seconds=0.1)
     os.mkdir(qdir / "views" / "v")
     append(qdir, lines(0, 10))
-    time.sleep(0.5)  # a segment sealed
+    deadline = time.monotonic() + 30  # a segment sealed (the daemon's tick, late under load)
+    while not os.listdir(qdir / "segments"):
+        assert time.monotonic() < deadline, "no segment was sealed"
+        time.sleep(0.05)
     view = qdir / "views" / "v"
     seg = qdir / "segments" / sorted(os.listdir(qdir / "segments"))[0]
 

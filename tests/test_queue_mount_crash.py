@@ -53,8 +53,9 @@ class Producer(threading.Thread):
     def run(self) -> None:
         try:
             fd = os.open(self.qdir / "append", os.O_WRONLY | os.O_APPEND)
-        except OSError as e:
-            self.error = e
+        except OSError as e:  # a kill may come before a loaded machine runs this thread at all
+            if not died(e, self.qdir):
+                self.error = e
             return
         try:
             while True:
