@@ -198,10 +198,13 @@ def test_segments_appear_whole_and_match_the_records(qdir):
     w = threading.Thread(target=watch)
     w.start()
     try:
+        deadline = time.monotonic() + 20
         for first in range(0, 6000, 500):
             append(qdir, lines(first, 500))
             time.sleep(0.07)
-        deadline = time.monotonic() + 20
+            while first == 2500 and not _covers(qdir, 3000):  # half sealed before the rest: two segments at least
+                assert time.monotonic() < deadline, os.listdir(qdir / "segments")
+                time.sleep(0.05)
         while status(qdir)["segments"] == 0 or not _covers(qdir, 6000):
             assert time.monotonic() < deadline, os.listdir(qdir / "segments")
             time.sleep(0.1)
