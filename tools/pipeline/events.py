@@ -11,7 +11,9 @@ Producers are separate processes (``multiprocessing``, the ``spawn`` method: no 
 with the Spark driver's JVM threads) that each open ``/queues/NAME/append`` once and write
 batches of whole lines — each ``write`` one atomic append — pausing between batches so the run
 lasts :attr:`EventPlan.seconds` and has a shape a stream can follow. Each returns when it wrote everything, with a log of
-``(seconds since its start, records appended)`` for the throughput plot.
+``(seconds since its start, records appended)`` for the throughput plot. Halfway, each waits until
+:meth:`Producers.release` (the run takes its snapshot under them then): however late a loaded
+machine runs the driver, the snapshot comes while records are still to be appended.
 """
 
 from __future__ import annotations
@@ -76,7 +78,11 @@ def expected_counts(plan: EventPlan) -> dict[tuple[int, str], tuple[int, int]]:
     return {k: (counts[k], amounts[k]) for k in sorted(counts)}
 
 
-def _produce(append: str, plan: EventPlan, producer: int, out: multiprocessing.Queue) -> None:
+HOLD_S = 600.0  # the longest a producer waits halfway (the run fails by its own timeout before)
+
+
+def _produce(append: str, plan: EventPlan, producer: int, out: multiprocessing.Queue,
+             halfway: multiprocessing.synchronize.Event) -> None:
     log = []
     t0 = time.monotonic()
     done = 0
@@ -90,6 +96,8 @@ def _produce(append: str, plan: EventPlan, producer: int, out: multiprocessing.Q
                 done += len(batch)
                 batch = []
                 log.append((time.monotonic() - t0, done))
+                if done * 2 >= plan.per_producer > done and not halfway.is_set():
+                    halfway.wait(HOLD_S)
                 time.sleep(plan.pause_s)
         if batch:
             os.write(fd, b"".join(batch))
@@ -108,14 +116,19 @@ class Producers:
     def __init__(self, queue_dir: Path, plan: EventPlan):
         ctx = multiprocessing.get_context("spawn")
         self._out = ctx.Queue()
+        self._halfway = ctx.Event()
         self.plan = plan
-        self._procs = [ctx.Process(target=_produce, args=(str(queue_dir / "append"), plan, p, self._out),
+        self._procs = [ctx.Process(target=_produce, args=(str(queue_dir / "append"), plan, p, self._out, self._halfway),
                                    name=f"producer-{p}") for p in range(plan.producers)]
 
     def start(self) -> Producers:
         for p in self._procs:
             p.start()
         return self
+
+    def release(self) -> None:
+        """Let the producers go on past half their events."""
+        self._halfway.set()
 
     def alive(self) -> bool:
         return any(p.is_alive() for p in self._procs)

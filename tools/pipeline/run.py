@@ -197,8 +197,8 @@ def _run_on_mount(mnt: Path, plan: EventPlan, items: int, master: str | None, re
 def _produce_and_stream(qdir: Path, stream: EventStream, plan: EventPlan, progress: bool, spark, mnt: Path) -> dict:
     """Producers append while the stream consumes; the stream is stopped and restarted from its
     checkpoint once it has 40% of the events, and a snapshot is taken once half the events are
-    appended (the producers still appending) and read by Spark at once; returns when the stream
-    has every event."""
+    appended (the producers wait there for it, then go on appending) and read by Spark at once;
+    returns when the stream has every event."""
     stream.start()
     producers = Producers(qdir, plan)
     t0 = time.monotonic()
@@ -220,6 +220,7 @@ def _produce_and_stream(qdir: Path, stream: EventStream, plan: EventPlan, progre
                     if not producers.alive():
                         raise RuntimeError("the producers finished before the snapshot could be taken under them")
                     snap.update(snapshot_step.take(mnt, "mid-run"))
+                    producers.release()  # held halfway until now: they append while Spark reads it
                     marks.append((round(time.monotonic() - t0, 2), "snapshot mid-run"))
                     snap["during_writers"] = snapshot_step.spark_counts(spark, mnt, "mid-run")
                 bar.update(stream.processed - bar.n)
