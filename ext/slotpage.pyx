@@ -33,9 +33,17 @@ cdef inline void put16(unsigned char *p, Py_ssize_t v) noexcept nogil:
     p[1] = (v >> 8) & 0xff
 
 
+cdef inline int _check_size(Py_ssize_t size) except -1:
+    if size < DIR_START:
+        raise ValueError(f"a slotted page of {size} bytes has no directory")
+    return 0
+
+
 cdef Py_ssize_t _used(const unsigned char *p, Py_ssize_t size, Py_ssize_t *n_out) except -1:
     """Slot count (into ``n_out``) and the bytes of all bodies; checks the directory fits."""
-    cdef Py_ssize_t n = u16(p + HEADER_SIZE), i, used = 0
+    cdef Py_ssize_t n, i, used = 0
+    _check_size(size)
+    n = u16(p + HEADER_SIZE)
     if DIR_START + 4 * n > size:
         raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
     for i in range(n):
@@ -113,7 +121,9 @@ def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) 
 cdef Py_ssize_t _slot(const unsigned char *p, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *off,
                       Py_ssize_t *ln) except -1:
     """Slot count; the body of slot ``i`` at ``off`` (``ln`` bytes), checked to lie in the page."""
-    cdef Py_ssize_t n = u16(p + HEADER_SIZE), d
+    cdef Py_ssize_t n, d
+    _check_size(size)
+    n = u16(p + HEADER_SIZE)
     if not 0 <= i < n:
         raise ValueError(f"slot {i} outside 0..{n - 1}")
     if DIR_START + 4 * n > size:
@@ -149,8 +159,7 @@ def records(const unsigned char[::1] buf) -> list:
     """Every slot's body, in slot order (a split moves half of them; scans read them all)."""
     cdef const unsigned char *p = &buf[0]
     cdef Py_ssize_t size = buf.shape[0], n, i, off, ln
-    if size < DIR_START:
-        raise ValueError(f"a slotted page of {size} bytes has no directory")
+    _check_size(size)
     n = u16(p + HEADER_SIZE)
     if DIR_START + 4 * n > size:
         raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
@@ -213,6 +222,7 @@ def cut_run(unsigned char[::1] buf, const unsigned char[::1] run) -> None:
     cdef const unsigned char *r = &run[0] if run.shape[0] else NULL
     cdef Py_ssize_t size = buf.shape[0], index, j, pos = 4, ln, off, have, n
     cdef Py_ssize_t count = _run_count(r, run.shape[0], &index)
+    _check_size(size)
     n = u16(p + HEADER_SIZE)
     if index + count > n:
         raise ValueError(f"slots_cut: slots {index}..{index + count - 1} beyond {n}")

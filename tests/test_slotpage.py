@@ -11,7 +11,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from traxfs.ext.slotpage import cut_run, paste_run
+from traxfs.ext.slotpage import cut_run, delete_redo, insert_redo, paste_run, patch_redo
 from traxfs.fs.engine import slotted
 from traxfs.fs.engine.page import PAGE_SIZE
 from traxfs.fs.struct.common import run_payload
@@ -158,6 +158,14 @@ def test_damaged_runs_are_refused_and_change_nothing():
     struct.pack_into("<HH", bad, slotted.DIR_START, PAGE_SIZE - 1, 3)  # a body past the end
     with pytest.raises(ValueError, match="passes the page end"):
         slotted.records(bad)
+    short = bytearray(page[:20])  # no directory: nothing is read past the buffer
+    for op in (lambda: slotted.records(short), lambda: slotted.free_space(short), lambda: slotted.delete(short, 0),
+               lambda: slotted.insert(short, 0, b"x"), lambda: paste_run(short, good), lambda: cut_run(short, good),
+               lambda: insert_redo(short, b"\0\0x"), lambda: delete_redo(short, b"\0\0"),
+               lambda: patch_redo(short, b"\0\0")):
+        with pytest.raises(ValueError, match="20 bytes has no directory"):
+            op()
+    assert short == page[:20]
 
 
 def test_a_replace_that_does_not_fit_changes_nothing():
