@@ -473,8 +473,10 @@ UMOUNT_CASES = [
 
 @pytest.mark.parametrize("case", UMOUNT_CASES)
 def test_umount_waits_for_the_server_to_exit(rig: Rig, case: str) -> None:
-    """A fusermount3 wrapper unmounts, then stops the server (SIGSTOP): a umount that waits for
-    the server must time out (exit 1, naming the PID); one that does not wait returns 0."""
+    """A fusermount3 wrapper stops the server (SIGSTOP), then unmounts: a umount that waits for
+    the server must time out (exit 1, naming the PID); one that does not wait returns 0. (Stopped
+    first: stopped after, a server that closes quickly could exit before a late-running wrapper
+    stopped it. The kernel unmounts without the server.)"""
     rig.mkfs()
     mp = rig.mountpoint()
     pid = rig.mount(mp, *(["--pidfile", str(rig.tmp / "server.pid")] if case == "own-pidfile" else []))
@@ -482,7 +484,7 @@ def test_umount_waits_for_the_server_to_exit(rig: Rig, case: str) -> None:
     bindir = rig.tmp / "bin"
     bindir.mkdir()
     wrapper = bindir / "fusermount3"
-    wrapper.write_text(f'#!/bin/sh\n"{FUSERMOUNT}" "$@" || exit $?\nkill -STOP {pid}\n')
+    wrapper.write_text(f'#!/bin/sh\nkill -STOP {pid}\nexec "{FUSERMOUNT}" "$@"\n')
     wrapper.chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     home = rig.tmp / "other-home" if case == "other-home" else rig.home
