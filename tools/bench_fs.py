@@ -236,6 +236,7 @@ def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True, o
     """Mount the pass-through, traxfs (and, with ``before``, the traxfs package found in
     ``before/traxfs``: another checkout, e.g. the code before a change) side by side beside a
     plain folder of the host, and measure them in the same run."""
+    made = not workdir.exists()  # removed again at the end if this run made it
     workdir.mkdir(parents=True, exist_ok=True)
     top = Path(tempfile.mkdtemp(prefix="bench-fs-", dir=workdir))
     report: dict = {"size": size, "runtime_s": runtime, "rows": rows, "rounds": rounds, "cpus": os.cpu_count(),
@@ -275,6 +276,8 @@ def run(workdir: Path, size: int, runtime: int, rows: int, spark: bool = True, o
         report["load_after"] = os.getloadavg()
     finally:
         shutil.rmtree(top, ignore_errors=True)
+        if made and not any(workdir.iterdir()):
+            workdir.rmdir()
     return report
 
 
