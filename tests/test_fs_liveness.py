@@ -20,6 +20,7 @@ import pyfuse3
 import pytest
 import trio
 from fsmount import served_in_thread, traxfs_mount
+from waiting import wait_for
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filedata import FileData
@@ -221,18 +222,11 @@ def test_lseek_still_running_at_unmount_is_answered(gated, monkeypatch, caplog):
             seeking.result(timeout=30)
         # libfuse closes /dev/fuse as it unmounts, so the kernel itself ends the call
         assert e.value.errno in (errno.ENOTCONN, errno.EIO)
-    _wait_for(lambda: any("still unanswered at unmount" in r.getMessage() for r in caplog.records),
+    wait_for(lambda: any("still unanswered at unmount" in r.getMessage() for r in caplog.records),
               "the request left at unmount was not answered")
     held.release.set()  # the worker finishes; its answer must not reach the freed session
     assert held.returned.wait(30), "the held seek never returned"
     time.sleep(0.2)  # its (dropped) answer: a crash here would take the test process down
-
-
-def _wait_for(cond, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 @pytest.mark.timeout(300)

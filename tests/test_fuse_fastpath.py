@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fsmount import served_image
+from waiting import wait_for
 
 from traxfs.fs.filedata import FileHandle
 from traxfs.fs.filesystem import FileSystem
@@ -62,14 +63,6 @@ def _settled_references(mp: Path) -> int:
         if now != last:
             last, steady_since = now, time.monotonic()
     return last[0]
-
-
-def _wait_for(cond, what, timeout: float = 30) -> None:
-    """Until ``cond()``; ``what`` (a string, or a callable giving one) says what failed."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, what() if callable(what) else what
-        time.sleep(0.05)
 
 
 def test_hot_requests_take_the_fast_route(served):
@@ -165,12 +158,12 @@ def test_references_return_and_unlinked_files_are_freed(served):
             os.unlink(d / f"f{i}")
         _drop_kernel_caches()
         # the open file's dentry pins it and its directory
-        _wait_for(lambda: _status(served)["referenced_inodes"] == base + 2,
+        wait_for(lambda: _status(served)["referenced_inodes"] == base + 2,
                   lambda: f"references were not given back: {_status(served)['referenced_inodes']} held, {base} + 2 expected")
         assert held.read(10) and len(held.read()) == 64 * 1024 - 10
     _drop_kernel_caches()
-    _wait_for(lambda: _status(served)["referenced_inodes"] == base, "the last reference stayed")
-    _wait_for(lambda: os.statvfs(served).f_bfree >= free_before - 16, "the unlinked files' space was not freed")
+    wait_for(lambda: _status(served)["referenced_inodes"] == base, "the last reference stayed")
+    wait_for(lambda: os.statvfs(served).f_bfree >= free_before - 16, "the unlinked files' space was not freed")
 
 
 def test_listings_of_many_buffers_give_each_entry_once_and_its_reference_back(served):
@@ -193,7 +186,7 @@ def test_listings_of_many_buffers_give_each_entry_once_and_its_reference_back(se
     assert _status(served)["fuse_lowlevel"]["readdirplus"] - before >= 3  # two full answers at least, then the end
     assert _status(served)["referenced_inodes"] == base + 1 + 4000  # the directory, and each entry
     _drop_kernel_caches()
-    _wait_for(lambda: _status(served)["referenced_inodes"] == base,
+    wait_for(lambda: _status(served)["referenced_inodes"] == base,
               lambda: f"listing references not given back: {_status(served)['referenced_inodes']} held, {base} expected")
 
 

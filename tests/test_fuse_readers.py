@@ -14,12 +14,12 @@ import json
 import os
 import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from fsmount import served_image, served_in_thread, traxfs_mount
+from waiting import wait_for
 
 from traxfs.ext import fuse_lowlevel
 from traxfs.fs.filedata import FileData
@@ -70,13 +70,6 @@ def _seek(path: Path) -> int:
         os.close(fd)
 
 
-def _wait_for(cond, what, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, what() if callable(what) else what
-        time.sleep(0.02)
-
-
 def _readers(mp: Path) -> dict:
     return json.loads((mp / ".trax" / "filesystem.json").read_text())["fuse_reader"]
 
@@ -109,7 +102,7 @@ def test_held_requests_each_hold_one_reader_and_the_pool_shrinks_after(served, m
         f.write_bytes(b"s" * 8192)
     with ThreadPoolExecutor(len(files)) as pool:
         seeks = [pool.submit(_seek, f) for f in files]
-        _wait_for(lambda: held.waiting() == len(files), lambda: f"{held.waiting()} of {len(files)} seeks held")
+        wait_for(lambda: held.waiting() == len(files), lambda: f"{held.waiting()} of {len(files)} seeks held")
         for i in range(20):  # other requests still answered
             (served / f"n{i}").write_bytes(b"n" * 10)
             assert (served / f"n{i}").read_bytes() == b"n" * 10
@@ -118,7 +111,7 @@ def test_held_requests_each_hold_one_reader_and_the_pool_shrinks_after(served, m
         assert not any(s.done() for s in seeks)
         held.release.set()
         assert [s.result(timeout=30) for s in seeks] == [8192] * len(files)
-    _wait_for(lambda: fuse_lowlevel.reader()["threads"] <= keep, lambda: f"readers left: {fuse_lowlevel.reader()}")
+    wait_for(lambda: fuse_lowlevel.reader()["threads"] <= keep, lambda: f"readers left: {fuse_lowlevel.reader()}")
     assert fuse_lowlevel.reader()["peak"] >= len(files) + 1
 
 
@@ -206,13 +199,13 @@ def test_connection_aborted_under_a_held_request_ends_the_server(tmp_path, monke
             conn = FUSECTL / str(os.stat(mp).st_dev)
             with ThreadPoolExecutor(1) as pool:
                 seeking = pool.submit(_seek, mp / "f")
-                _wait_for(lambda: held.waiting() == 1, "the seek never reached the filesystem")
+                wait_for(lambda: held.waiting() == 1, "the seek never reached the filesystem")
                 (conn / "abort").write_text("1\n")
                 with pytest.raises(OSError) as e:
                     seeking.result(timeout=30)
                 assert e.value.errno == errno.ENOTCONN
                 held.release.set()
-                _wait_for(lambda: held.waiting() == 0, "the held seek never returned")
+                wait_for(lambda: held.waiting() == 0, "the held seek never returned")
         with served_in_thread(dev, "traxfs-abort2-", "traxfs:abort") as mp:
             assert (mp / "f").read_bytes() == b"f" * 8192
             assert fuse_lowlevel.reader()["running"]

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from fsmount import traxfs_mount
 from queue_paths import Stream, append, config, lines, numbers, put, q, status
+from waiting import wait_for
 
 MiB = 1 << 20
 
@@ -198,16 +199,13 @@ def test_segments_appear_whole_and_match_the_records(qdir):
     w = threading.Thread(target=watch)
     w.start()
     try:
-        deadline = time.monotonic() + 20
         for first in range(0, 6000, 500):
             append(qdir, lines(first, 500))
             time.sleep(0.07)
-            while first == 2500 and not _covers(qdir, 3000):  # half sealed before the rest: two segments at least
-                assert time.monotonic() < deadline, os.listdir(qdir / "segments")
-                time.sleep(0.05)
-        while status(qdir)["segments"] == 0 or not _covers(qdir, 6000):
-            assert time.monotonic() < deadline, os.listdir(qdir / "segments")
-            time.sleep(0.1)
+            if first == 2500:  # half sealed before the rest: two segments at least
+                wait_for(lambda: _covers(qdir, 3000), lambda: os.listdir(qdir / "segments"), timeout=20)
+        wait_for(lambda: status(qdir)["segments"] and _covers(qdir, 6000), lambda: os.listdir(qdir / "segments"),
+                 timeout=20)
     finally:
         stop.set()
         w.join(30)
@@ -240,10 +238,7 @@ def test_bad_input_is_refused_with_its_errno_and_changes_nothing(qdir, m):
     config(qdir, max_record_bytes=200, seal_seconds=0.1)
     os.mkdir(qdir / "views" / "v")
     append(qdir, lines(0, 10))
-    deadline = time.monotonic() + 30  # a segment sealed (the daemon's tick, late under load)
-    while not os.listdir(qdir / "segments"):
-        assert time.monotonic() < deadline, "no segment was sealed"
-        time.sleep(0.05)
+    wait_for(lambda: os.listdir(qdir / "segments"), "no segment was sealed")  # the daemon's tick, late under load
     view = qdir / "views" / "v"
     seg = qdir / "segments" / sorted(os.listdir(qdir / "segments"))[0]
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from waiting import wait_for
 
 from traxfs.fs.history import Barrier
 
@@ -22,10 +23,7 @@ def started(fn) -> threading.Thread:
 
 def until_waiting(b: Barrier) -> None:
     """Until the snapshot started is waiting (a slow start must not reorder the test)."""
-    deadline = time.monotonic() + 10
-    while not b._waiting:
-        assert time.monotonic() < deadline, "the snapshot never waited"
-        time.sleep(0.005)
+    wait_for(lambda: b._waiting, "the snapshot never waited", timeout=10, every=0.005)
 
 
 def test_a_snapshot_goes_on_as_soon_as_the_last_change_leaves():

@@ -28,6 +28,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from waiting import wait_for
 
 MiB = 1 << 20
 
@@ -204,11 +205,12 @@ def test_statfs_space_returns_after_delete(m):
     held = (s / "f").stat().st_size
     assert held == 8 * MiB
     (mp / ".snapshots" / "s").rmdir()
-    deadline = time.monotonic() + 30  # frees count once durable: the periodic commit, late under load
-    while _free(mp) < free0 + 2048 - 64:  # 8 MiB back
-        assert time.monotonic() < deadline, f"{_free(mp)} pages free, {free0 + 2048 - 64} expected"
+
+    def freed() -> bool:  # frees count once durable: the periodic commit, late under load
         os.sync()
-        time.sleep(0.1)
+        return _free(mp) >= free0 + 2048 - 64  # 8 MiB back
+
+    wait_for(freed, lambda: f"{_free(mp)} pages free, {free0 + 2048 - 64} expected")
     assert os.listdir(mp / ".snapshots") == []
 
 

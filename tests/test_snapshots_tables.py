@@ -8,11 +8,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 from fsmount import traxfs_mount
+from waiting import wait_for
 
 MiB = 1 << 20
 SCHEMA = "id int64 not null, name string, n int32"
@@ -157,13 +157,6 @@ def qstatus(d: Path) -> dict:
     return json.loads((d / "status.json").read_bytes())
 
 
-def wait_for(cond, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def test_queue_frozen_in_snapshot_pins_its_records_and_holds_it(m):
     mp = m.mp
     q = new_queue(mp, "events")
@@ -175,7 +168,7 @@ def test_queue_frozen_in_snapshot_pins_its_records_and_holds_it(m):
     sq = mp / ".snapshots" / "s" / "queues" / "events"
     retain_50(q)
     append(q, 200, 600)
-    wait_for(lambda: len(segments(q)) > len(before), "more segments sealed")
+    wait_for(lambda: len(segments(q)) > len(before), "more segments sealed", timeout=60)
 
     def check_frozen() -> None:
         assert sorted(os.listdir(mp / ".snapshots" / "s" / "queues")) == ["events"]
@@ -191,7 +184,7 @@ def test_queue_frozen_in_snapshot_pins_its_records_and_holds_it(m):
     control = new_queue(mp, "control")
     retain_50(control)
     append(control, 0, 600)
-    wait_for(lambda: qstatus(control)["first_seq"] > 0, "retention reclaims the control queue")
+    wait_for(lambda: qstatus(control)["first_seq"] > 0, "retention reclaims the control queue", timeout=60)
     assert qstatus(q)["first_seq"] == 0
     check_frozen()
     inos = {p: os.stat(sq / p).st_ino for p in ("", "status.json", "segments", "segments/" + min(before))}
@@ -210,7 +203,7 @@ def test_queue_frozen_in_snapshot_pins_its_records_and_holds_it(m):
     assert qstatus(q)["live_end"] == 600  # nothing changed
 
     (mp / ".snapshots" / "s").rmdir()
-    wait_for(lambda: qstatus(q)["first_seq"] > 0, "retention goes on once the snapshot is gone")
+    wait_for(lambda: qstatus(q)["first_seq"] > 0, "retention goes on once the snapshot is gone", timeout=60)
     os.rmdir(q)
     os.rmdir(control)
     m.stop()
