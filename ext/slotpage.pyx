@@ -33,19 +33,20 @@ cdef inline void put16(unsigned char *p, Py_ssize_t v) noexcept nogil:
     p[1] = (v >> 8) & 0xff
 
 
-cdef inline int _check_size(Py_ssize_t size) except -1:
+cdef Py_ssize_t _count(const unsigned char *p, Py_ssize_t size) except -1:
+    """The slot count, read only once the buffer is checked to hold the page's directory."""
+    cdef Py_ssize_t n
     if size < DIR_START:
         raise ValueError(f"a slotted page of {size} bytes has no directory")
-    return 0
+    n = u16(p + HEADER_SIZE)
+    if DIR_START + 4 * n > size:
+        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
+    return n
 
 
 cdef Py_ssize_t _used(const unsigned char *p, Py_ssize_t size, Py_ssize_t *n_out) except -1:
     """Slot count (into ``n_out``) and the bytes of all bodies; checks the directory fits."""
-    cdef Py_ssize_t n, i, used = 0
-    _check_size(size)
-    n = u16(p + HEADER_SIZE)
-    if DIR_START + 4 * n > size:
-        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
+    cdef Py_ssize_t n = _count(p, size), i, used = 0
     for i in range(n):
         used += u16(p + DIR_START + 4 * i + 2)
     n_out[0] = n
@@ -121,13 +122,9 @@ def insert(unsigned char[::1] buf, Py_ssize_t i, const unsigned char[::1] body) 
 cdef Py_ssize_t _slot(const unsigned char *p, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *off,
                       Py_ssize_t *ln) except -1:
     """Slot count; the body of slot ``i`` at ``off`` (``ln`` bytes), checked to lie in the page."""
-    cdef Py_ssize_t n, d
-    _check_size(size)
-    n = u16(p + HEADER_SIZE)
+    cdef Py_ssize_t n = _count(p, size), d
     if not 0 <= i < n:
         raise ValueError(f"slot {i} outside 0..{n - 1}")
-    if DIR_START + 4 * n > size:
-        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
     d = DIR_START + 4 * i
     off[0] = u16(p + d)
     ln[0] = u16(p + d + 2)
@@ -158,11 +155,7 @@ def delete(unsigned char[::1] buf, Py_ssize_t i) -> bytes:
 def records(const unsigned char[::1] buf) -> list:
     """Every slot's body, in slot order (a split moves half of them; scans read them all)."""
     cdef const unsigned char *p = &buf[0]
-    cdef Py_ssize_t size = buf.shape[0], n, i, off, ln
-    _check_size(size)
-    n = u16(p + HEADER_SIZE)
-    if DIR_START + 4 * n > size:
-        raise ValueError(f"slotted page claims {n} slots: the directory would pass the page end")
+    cdef Py_ssize_t size = buf.shape[0], n = _count(p, size), i, off, ln
     out = []
     for i in range(n):
         off = u16(p + DIR_START + 4 * i)
@@ -202,7 +195,7 @@ def paste_run(unsigned char[::1] buf, const unsigned char[::1] run) -> None:
     cdef Py_ssize_t size = buf.shape[0], index, j, pos = 4, ln, n, need
     cdef Py_ssize_t count = _run_count(r, run.shape[0], &index)
     cdef Py_ssize_t free_now = free_bytes(p, size)
-    n = u16(p + HEADER_SIZE)
+    n = _count(p, size)
     if not 0 <= index <= n:
         raise ValueError(f"slot {index} outside 0..{n}")
     need = run.shape[0] - 4 + 2 * count  # each record's bytes and its 4-byte directory entry
@@ -222,8 +215,7 @@ def cut_run(unsigned char[::1] buf, const unsigned char[::1] run) -> None:
     cdef const unsigned char *r = &run[0] if run.shape[0] else NULL
     cdef Py_ssize_t size = buf.shape[0], index, j, pos = 4, ln, off, have, n
     cdef Py_ssize_t count = _run_count(r, run.shape[0], &index)
-    _check_size(size)
-    n = u16(p + HEADER_SIZE)
+    n = _count(p, size)
     if index + count > n:
         raise ValueError(f"slots_cut: slots {index}..{index + count - 1} beyond {n}")
     for j in range(count):
