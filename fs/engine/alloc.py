@@ -73,30 +73,25 @@ class Allocator:
             yield k, bit, n, pid - first
             pid += n
 
-    def _used_bits(self, first: int, count: int, cached: dict[int, int]) -> int:
-        """Bit i set: page ``first + i`` is allocated or quarantined (``count`` bits)."""
+    def _used_bits(self, first: int, count: int, cached: dict[int, int] | None) -> int:
+        """Bit i set: page ``first + i`` is allocated or quarantined (``count`` bits). ``cached``:
+        whole maps as integers, kept for the next candidate of a search; None: a single look that
+        reads only the bytes of these bits (the cursor usually sits on free space, and turning a
+        whole map into an integer was most of a one-page allocation)."""
         out = 0
         for k, bit, n, at in self._spans(first, count):
-            value = cached.get(k)
-            if value is None:
-                value = cached[k] = int.from_bytes(self._bitmap(self.e.map_page(k)), "little")
+            if cached is None:
+                with self.e.page(self.e.map_page(k)) as f:
+                    bits = int.from_bytes(f.data[HEADER + bit // 8 : HEADER + (bit + n + 7) // 8], "little") >> (bit % 8)
+            else:
+                value = cached.get(k)
+                if value is None:
+                    value = cached[k] = int.from_bytes(self._bitmap(self.e.map_page(k)), "little")
+                bits = value >> bit
             with self._qlock:
                 held = self._held.get(k, 0)
-            out |= (((value | held) >> bit) & ((1 << n) - 1)) << at
+            out |= ((bits | (held >> bit)) & ((1 << n) - 1)) << at
         return out
-
-    def _run_is_free(self, first: int, count: int) -> bool:
-        """Whether pages ``first .. first+count-1`` are neither allocated nor quarantined, from
-        the bytes of their bits alone: the cursor usually sits on free space, and a search that
-        starts there need not turn a whole map into an integer (most of a page allocation)."""
-        for k, bit, n, _ in self._spans(first, count):
-            with self.e.page(self.e.map_page(k)) as f:
-                window = bytes(f.data[HEADER + bit // 8 : HEADER + (bit + n + 7) // 8])
-            with self._qlock:
-                held = self._held.get(k, 0)
-            if ((int.from_bytes(window, "little") >> (bit % 8)) | (held >> bit)) & ((1 << n) - 1):
-                return False
-        return True
 
     def _hold_bits(self, first: int, count: int, held: bool) -> None:
         """Set (``held``) or clear the quarantine bits of ``first .. first+count-1``; under
@@ -115,7 +110,7 @@ class Allocator:
         total = self.e.sb.page_count
         for start_from in (self._cursor, self.first_data):
             pid = -(-start_from // align) * align
-            if count <= _GLANCE and pid + count <= total and self._run_is_free(pid, count):
+            if count <= _GLANCE and pid + count <= total and not self._used_bits(pid, count, None):
                 return pid
             cached: dict[int, int] = {}
             while pid + count <= total:
