@@ -96,7 +96,7 @@ def _produce(append: str, plan: EventPlan, producer: int, out: multiprocessing.Q
                 done += len(batch)
                 batch = []
                 log.append((time.monotonic() - t0, done))
-                if done * 2 >= plan.per_producer > done and not halfway.is_set():
+                if done * 2 >= plan.per_producer > done:  # halfway: wait for the snapshot (at once if taken)
                     halfway.wait(HOLD_S)
                 time.sleep(plan.pause_s)
         if batch:
