@@ -19,6 +19,7 @@ level's page is pinned and latched through the buffer's :class:`~traxfs.ext.page
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.string cimport memcmp
 
 from .pagepin cimport Frame, PinTable
@@ -150,6 +151,34 @@ cdef int leaf_lookup(const unsigned char *b, Py_ssize_t size, const unsigned cha
             voff[0], vlen[0] = off + 2 + kl, ln - 2 - kl
             return 1
     return 0
+
+
+cdef list leaf_run(const unsigned char *b, Py_ssize_t size, Py_ssize_t i, object stop, bint *ended):
+    """The entries ``(key, value)`` of a leaf from slot ``i`` whose keys are below ``stop``
+    (bytes; None: unbounded); ``ended`` tells whether a key ``>= stop`` was met (else the run
+    reached the leaf's last slot)."""
+    cdef Py_ssize_t n = nslots(b, size)
+    cdef Py_ssize_t kl, d, off, ln
+    cdef const unsigned char *k
+    cdef const unsigned char *s = NULL
+    cdef Py_ssize_t slen = 0
+    cdef list out = []
+    if stop is not None:
+        s = <const unsigned char *>PyBytes_AS_STRING(stop)
+        slen = PyBytes_GET_SIZE(stop)
+    ended[0] = False
+    while i < n:
+        slot_key(b, size, i, True, &k, &kl)
+        if s != NULL and cmp_keys(k, kl, s, slen) >= 0:
+            ended[0] = True
+            break
+        d = C_DIR_START + 4 * i
+        off = b[d] | (b[d + 1] << 8)
+        ln = b[d + 2] | (b[d + 3] << 8)
+        out.append((PyBytes_FromStringAndSize(<const char *>k, kl),
+                    PyBytes_FromStringAndSize(<const char *>b + off + 2 + kl, ln - 2 - kl)))
+        i += 1
+    return out
 
 
 def leaf_find(const unsigned char[::1] buf, const unsigned char[::1] key):

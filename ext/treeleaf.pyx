@@ -1,7 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The common case of a B+tree get, put and delete in one C call each: a lookup; a change that
-stays inside one leaf — a new key that fits, a value overwritten by one of the same length, a key
-deleted from a leaf that stays at least a quarter full (or is the root).
+"""The common case of a B+tree get, put and delete in one C call each: a lookup; a range that
+lies in one leaf (``range``: the few records of one inode a file's destruction reads, where
+``BTree.items``'s generator cost more than the search); a change that stays inside one leaf —
+a new key that fits, a value overwritten by one of the same length, a key deleted from a leaf
+that stays at least a quarter full (or is the root).
 
 A put or a delete is a nested top action (``traxfs.fs.struct.common``): under the tree's latch,
 read the root from the header, descend, find the key in the leaf, log and apply one slot
@@ -28,7 +30,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcmp
 
 from .logapply cimport PageApplier
-from .nodesearch cimport descend_to_leaf, leaf_lookup
+from .nodesearch cimport descend_to_leaf, leaf_lookup, leaf_run
 from .pagepin cimport Frame, PinTable
 from .slotpage cimport free_bytes
 
@@ -183,6 +185,26 @@ cdef class LeafChange:
                 if not at.present:
                     return None
                 return PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
+            finally:
+                self.release(f)
+        finally:
+            self.lock.release()
+
+    def range(self, bytes start, stop, declined):
+        """The entries ``(key, value)`` with ``start <= key < stop`` (``stop``: bytes, or None
+        for unbounded) when the leaf covering ``start`` holds them all — a key ``>= stop`` is
+        in it, or it is the last leaf — else ``declined`` (and as ``get`` declines)."""
+        cdef Place at
+        cdef bint ended
+        cdef Frame f = self.find_locked(start, &at)
+        if f is None:
+            return declined
+        try:
+            try:
+                items = leaf_run(at.page, at.size, at.i, stop, &ended)
+                if not ended and at.size >= 32 and get_u64(at.page + 24) != 0:  # the right link
+                    return declined
+                return items
             finally:
                 self.release(f)
         finally:

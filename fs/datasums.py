@@ -279,24 +279,37 @@ class DataSums:
 
     def forget(self, tx, first: int, count: int) -> None:
         """Drop the sums of device pages ``first .. first+count-1`` (freed in ``tx``)."""
+        self.forget_runs(tx, [(first, count)])
+
+    def forget_runs(self, tx, runs: list[tuple[int, int]]) -> None:
+        """Drop the sums of the pages of ``runs`` ((first, count) each, freed in ``tx``): each
+        group's record is changed once for all the runs in it (the reaper frees many small files'
+        neighbouring pages at once), a whole group without a pending sum deleted."""
         with self._lock:
             deferred = self._deferred
-            if deferred:  # walk the shorter of the two: the range, or the sums deferred
-                pages = range(first, first + count) if count < len(deferred) else list(deferred)
-                for page in [p for p in pages if p in deferred and first <= p < first + count]:
-                    self._forget_deferred(page)
-        page, stop = first, first + count
-        while page < stop:
-            g = page // GROUP
-            n = min(stop, (g + 1) * GROUP) - page
-            key = U64.pack(g)
-            raw = self.tree.get(key)
-            if raw is not None:
-                if n == GROUP and not _bitmaps(raw)[1]:
-                    self.tree.delete(tx, key)
+            if deferred:  # walk the shorter of the two: the runs, or the sums deferred
+                if sum(count for _, count in runs) < len(deferred):
+                    doomed = [p for first, count in runs for p in range(first, first + count) if p in deferred]
                 else:
-                    self._put(tx, dict.fromkeys(range(page, page + n)))
-            page += n
+                    doomed = [p for p in list(deferred) if any(f <= p < f + c for f, c in runs)]
+                for page in doomed:
+                    self._forget_deferred(page)
+        cleared: dict[int, None] = {}
+        for first, count in runs:
+            page, stop = first, first + count
+            while page < stop:
+                g = page // GROUP
+                n = min(stop, (g + 1) * GROUP) - page
+                if n == GROUP:
+                    raw = self.tree.get(U64.pack(g))
+                    if raw is not None and not _bitmaps(raw)[1]:
+                        self.tree.delete(tx, U64.pack(g))
+                        page += n
+                        continue
+                cleared.update(dict.fromkeys(range(page, page + n)))
+                page += n
+        if cleared:
+            self._put(tx, cleared)
 
     # ----- planning a write ---------------------------------------------------------------------
     def page_write(self, ino: int, lpage: int, page: int, s: Sum | None, a: int, b: int, parts: list,

@@ -55,6 +55,7 @@ from .lifetime import Lifetime
 from .limits import ROOT_INO
 from .namespace import Namespace
 from .queues.subtree import Queues
+from .reaper import Reaper
 from .repair import Repair
 from .snapshot_store import SnapshotStore, load_chain
 from .snapshot_view import SnapshotView
@@ -108,6 +109,8 @@ class FileSystem:
         self.inodes = Inodes(engine, trees, self.data)
         self.snapshots = SnapshotStore(self.inodes, self.chain)
         self.lifetime = Lifetime(self.inodes, ilocks)
+        self.reaper = Reaper(self.lifetime)  # started by a mount's open (``lifecycle.open_fs``)
+        self.snapshots.settle = self.reaper.drain  # a snapshot never keeps a file removed before it
         self.namespace = Namespace(self.inodes, self.lifetime)
         self.flags = InodeFlags(self.inodes)
         self.files = FileData(self.inodes, ilocks)
@@ -132,11 +135,13 @@ class FileSystem:
         if not self.closed:
             for subtree in self._subtrees.values():
                 subtree.close()
+            self.reaper.stop()
         lifecycle.close(self.inodes, self.lifetime)
 
     def crash(self) -> None:
         """Stop without writing anything more (tests: as if the process had died)."""
         self.queues.crash()
+        self.reaper.stop(drain=False)
         lifecycle.crash(self.inodes)
 
     # ----- subtrees -----------------------------------------------------------------------------
@@ -462,8 +467,23 @@ class FileSystem:
             return owner.collect(ino)
         return self.lifetime.collect(ino)
 
+    def collect_later(self, ino: int) -> None:
+        """:meth:`collect`, soon, on the reaper's thread (the FUSE adapter's FORGET): see
+        ``fs/reaper.py``."""
+        owner = self._owner(ino)
+        if owner is not None:
+            return owner.collect(ino)
+        return self.reaper.collect(ino)
+
+    def settle(self) -> bool:
+        """Wait until the removed inodes handed to the reaper are destroyed (their space free);
+        True if any was waiting. No lock may be held."""
+        return self.reaper.drain()
+
     # ----- the whole filesystem -----------------------------------------------------------------
     def statfs(self) -> StatFs:
+        """Free space as a user expects it after ``rm``: removed files' pages counted free."""
+        self.reaper.drain()
         return statfs(self.inodes)
 
     def status(self) -> dict:

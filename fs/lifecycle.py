@@ -124,6 +124,7 @@ def open_fs(cls: type[FileSystem], dev, *, commit_interval: float, buffer_pages:
         fs.inodes.start_flusher(commit_interval / 2)
         if not checking:
             fs.queues.start(commit_interval)
+            fs.reaper.start()
     except PageCorrupt as e:
         eng.unclean_shutdown()
         raise FsDamaged(where, str(e)) from None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 
 from .engine.page import PAGE_SIZE
 from .inode_locks import InodeLocks
@@ -95,35 +96,61 @@ class Lifetime:
     # ----- destruction (inode lock and metadata lock) -------------------------------------------
     def collect(self, ino: int) -> None:
         """Destroy ``ino`` if nothing references it and no entry names it."""
-        with self._ilocks.exclusive(ino), self.inodes.lock:
-            with self._counts:
-                if self._refs.get(ino) or self.inodes.closed:
+        self.collect_all([ino])
+
+    def collect_all(self, inos: list[int]) -> None:
+        """:meth:`collect` for several inodes, those to destroy in one transaction (the reaper's
+        batches: ``fs/reaper.py``). Their inode locks are taken in ascending order, then the
+        metadata lock."""
+        with ExitStack() as held:
+            inos = sorted(set(inos))
+            for ino in inos:
+                held.enter_context(self._ilocks.exclusive(ino))
+            with self.inodes.lock:
+                doomed = [node for node in map(self._doomed, inos) if node is not None]
+                if not doomed:
                     return
-                self._unlinked.discard(ino)
-            raw = self.t["inodes"].get(ino_key(ino))
-            if raw is None:
-                return
-            node = Inode.unpack(ino, raw)
-            if node.nlink:
-                return
-            self.destroy(node)
+                with self.inodes.transaction() as ftx:
+                    forget: list[tuple[int, int]] = []  # the sums of all their pages, dropped at once
+                    for node in doomed:
+                        self._free(ftx, node, forget)
+                    self.data.sums.forget_runs(ftx.tx, forget)
+                for node in doomed:
+                    self.inodes.drop(node.ino)
+
+    def _doomed(self, ino: int) -> Inode | None:
+        """``ino`` if it is to be destroyed now: unreferenced, no link left (locks held)."""
+        with self._counts:
+            if self._refs.get(ino) or self.inodes.closed:
+                return None
+            self._unlinked.discard(ino)
+        raw = self.t["inodes"].get(ino_key(ino))
+        if raw is None:
+            return None
+        node = Inode.unpack(ino, raw)
+        return None if node.nlink else node
 
     def destroy(self, node: Inode) -> None:
         """Free the inode and everything it holds, in one transaction (the caller holds the
         metadata lock)."""
-        ino = node.ino
         with self.inodes.transaction() as ftx:
-            if node.is_reg:
-                self.data.truncate(ftx, ino, 0)
-            keyed = [self.t["xattrs"]]
-            if node.is_link:  # only a symbolic link has target chunks (``Namespace.create``)
-                keyed.append(self.t["symlinks"])
-            for tree in keyed:
-                for k in list(tree.keys(*prefix_range(ino))):
-                    tree.delete(ftx.tx, k)
-            self.t["inodes"].delete(ftx.tx, ino_key(ino))
-            self.t["orphans"].delete(ftx.tx, ino_key(ino))
-        self.inodes.drop(ino)
+            self._free(ftx, node)
+        self.inodes.drop(node.ino)
+
+    def _free(self, ftx, node: Inode, forget: list | None = None) -> None:
+        """Delete ``node``'s records and free its pages in ``ftx`` (``forget``: as
+        ``DataMap.release``)."""
+        ino = node.ino
+        if node.is_reg:
+            self.data.truncate(ftx, ino, 0, forget)
+        keyed = [self.t["xattrs"]]
+        if node.is_link:  # only a symbolic link has target chunks (``Namespace.create``)
+            keyed.append(self.t["symlinks"])
+        for tree in keyed:
+            for k in list(tree.keys(*prefix_range(ino))):
+                tree.delete(ftx.tx, k)
+        self.t["inodes"].delete(ftx.tx, ino_key(ino))
+        self.t["orphans"].delete(ftx.tx, ino_key(ino))
 
     def reap_orphans(self) -> int:
         """At mount: destroy inodes that were unlinked while open when the daemon stopped."""

@@ -28,6 +28,7 @@ import errno
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 
@@ -52,6 +53,10 @@ class Snapshot:
     name: bytes
     created_ns: int
     state: int = LIVE
+
+
+def _nothing_owed() -> None:
+    """A store without a filesystem's reaper (fsck) settles nothing."""
 
 
 def load_chain(trees: dict) -> Chain:
@@ -79,6 +84,9 @@ class SnapshotStore:
         # with no lock held, then freeze(tx, epoch) in the create transaction, thaw(tx, epoch) in
         # the one dropping the record
         self.holders: list = []
+        # what the filesystem still owes, settled before a snapshot is taken (removed files whose
+        # destruction waits: ``fs/reaper.py``); no lock held
+        self.settle: Callable[[], object] = _nothing_owed
         for k, v in self.t["snapshots"].items():
             state, created = _REC.unpack_from(v)
             epoch = U64.unpack(k)[0]
@@ -107,6 +115,7 @@ class SnapshotStore:
         """Take snapshot ``name`` (EEXIST if one has it); durable when this returns."""
         check_name(name, "snapshot name")
         inodes = self.inodes
+        self.settle()
         for holder in self.holders:
             holder.prepare_snapshot()
         with inodes.barrier.exclusive():

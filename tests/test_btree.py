@@ -70,6 +70,9 @@ class _Declining:
     def get(self, key, declined):
         return declined
 
+    def range(self, start, stop, declined):
+        return declined
+
     def put(self, *args):
         return False, None
 
@@ -80,12 +83,17 @@ class _Counting:
     """Around a tree's C leaf changes: counts the lookups, puts and deletes they did."""
 
     def __init__(self, real):
-        self.real, self.done, self.looked = real, 0, 0
+        self.real, self.done, self.looked, self.ranged = real, 0, 0, 0
 
     def get(self, key, declined):
         v = self.real.get(key, declined)
         self.looked += v is not declined
         return v
+
+    def range(self, start, stop, declined):
+        got = self.real.range(start, stop, declined)
+        self.ranged += got is not declined
+        return got
 
     def put(self, *args):
         done, old = self.real.put(*args)
@@ -234,6 +242,37 @@ def test_a_version_1_header_is_read_and_becomes_version_2_at_its_first_change(en
     header(3, 0)  # a newer format than this traxfs reads
     with pytest.raises(ValueError, match="format version 3, this traxfs reads 1, 2"):
         BTree.open(eng, tree.header)
+
+
+@pytest.mark.timeout(60)
+def test_a_range_in_c_finds_what_the_general_path_finds(eng):
+    """``BTree.items`` answers from C (``LeafChange.range``) when one leaf holds the whole
+    range, else leaf by leaf: over a tree of many leaves, ranges empty, inside one leaf, across
+    leaves, unbounded above, before and past every key — each must be the general path's and
+    the model's, and C must have answered the ones that fit in a leaf (and only those)."""
+    tx = eng.begin()
+    tree = BTree.create(eng, tx, "t")
+    rng = random.Random(12)
+    keys = sorted({rng.randbytes(rng.randrange(1, 12)) for _ in range(5_000)})
+    model = {k: k[::-1] * rng.randrange(1, 5) for k in keys}
+    for k, v in model.items():
+        tree.put(tx, k, v)
+    eng.commit(tx)
+    probes = [(b"", b"\0"), (b"\xff" * 20, None), (b"\xff" * 20, b"\xff" * 21), (keys[-1], None), (keys[0], keys[0])]
+    for _ in range(600):
+        i = rng.randrange(len(keys))
+        j = min(len(keys) - 1, i + rng.choice((0, 1, 3, 40, 400)))
+        start = keys[i] if rng.random() < 0.5 else keys[i] + b"\0"
+        probes.append((start, None if rng.random() < 0.1 else keys[j]))
+    counting = tree._in_leaf = _Counting(tree._leaf_change())
+    fast = [list(tree.items(a, b)) for a, b in probes]
+    tree._in_leaf = _Declining()
+    slow = [list(tree.items(a, b)) for a, b in probes]
+    want = [[(k, model[k]) for k in keys if a <= k and (b is None or k < b)] for a, b in probes]
+    assert fast == slow == want
+    leaves = len({tree._descend(k) for k in keys})
+    assert leaves > 20
+    assert 100 < counting.ranged < len(probes)  # the short ranges were C's, the long ones not
 
 
 @pytest.mark.timeout(60)

@@ -411,6 +411,46 @@ def test_check_pages_in_c_agrees_with_the_python_rule(sums_fs, seed, slot, data)
     assert got == want
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_forgetting_runs_at_once_equals_forgetting_them_one_by_one(sums_fs, seed):
+    """``DataSums.forget_runs`` (the reaper's batches: each group's record changed once) leaves
+    the sums and pending trees as ``forget`` run by run does, and exactly the pages outside the
+    runs keep their sums — runs overlapping, out of order, covering whole groups or spanning two."""
+    rng = random.Random(seed)
+    groups = 3
+    sums = {p: Sum(rng.randrange(2**32), rng.randrange(1, PAGE_SIZE + 1), rng.randrange(2**32),
+                   rng.randrange(PAGE_SIZE), rng.random() < 0.1)
+            for p in range(groups * GROUP) if rng.random() < 0.7}
+    runs = []
+    for _ in range(rng.randrange(1, 12)):
+        first = rng.randrange(groups * GROUP)
+        runs.append((first, min(groups * GROUP - first, rng.choice((1, 2, 5, GROUP, GROUP + 7)))))
+    if rng.random() < 0.3:
+        runs.append((GROUP, GROUP))  # a whole group
+    fs = sums_fs
+
+    def state_after(forget) -> list:
+        with fs.repair.transaction() as ftx:
+            fs.data.sums.forget(ftx.tx, 0, groups * GROUP)
+            fs.data.sums.record(ftx, sums)
+        with fs.repair.transaction() as ftx:
+            forget(ftx.tx)
+        return [(fs.t["datasums"].get(U64.pack(g)), fs.t["datapending"].get(U64.pack(g))) for g in range(groups)]
+
+    def one_by_one(tx) -> None:
+        for first, count in runs:
+            fs.data.sums.forget(tx, first, count)
+
+    at_once = state_after(lambda tx: fs.data.sums.forget_runs(tx, runs))
+    assert at_once == state_after(one_by_one)
+    gone = {p for first, count in runs for p in range(first, first + count)}
+    for g, (raw, _) in enumerate(at_once):
+        valid = int.from_bytes(raw[:GROUP // 8], "big") if raw is not None else 0
+        for k in range(GROUP):
+            assert bool(valid >> k & 1) == (g * GROUP + k in sums and g * GROUP + k not in gone)
+
+
 @given(seed=st.integers(0, 2**32), size=st.integers(0, 9 * PAGE_SIZE), start=st.integers(0, 7))
 def test_the_sums_of_written_pages_in_c_are_each_pages_crc32c(seed, size, start):
     """``page_sums`` (ext/datasum.pyx): one settled sum per page of the bytes (of any buffer,

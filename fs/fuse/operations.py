@@ -37,8 +37,9 @@ Kernel caches (what we chose and why):
 
 The lookup count the kernel keeps for each inode (and every open handle) is passed on to
 :meth:`FileSystem.ref` / :meth:`FileSystem.unref`, which is what keeps an unlinked but open
-file alive. Both only count (they never wait for the metadata lock); freeing an inode whose last
-reference went (:meth:`FileSystem.collect`) runs on the reader thread that read the forget.
+file alive. Both only count (they never wait for the metadata lock); an inode whose last
+reference went is handed to the reaper (:meth:`FileSystem.collect_later`, ``fs/reaper.py``),
+which frees it off the request path.
 """
 
 from __future__ import annotations
@@ -147,7 +148,16 @@ class TraxOperations(pyfuse3.Operations):
         return pyfuse3.FUSEError(errno.EIO)
 
     def _call(self, fn, *args, **kw):
-        """``fn(*args, **kw)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as errnos."""
+        """``fn(*args, **kw)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as
+        errnos. An ENOSPC while removed files wait for the reaper is tried once more after they
+        are freed (an operation that fails changes nothing: SPEC §6)."""
+        try:
+            return fn(*args, **kw)
+        except FsError as e:
+            if e.errno != errno.ENOSPC or not self.fs.settle():
+                raise self._fuse_error(fn, e) from None
+        except Exception as e:
+            raise self._fuse_error(fn, e) from None
         try:
             return fn(*args, **kw)
         except Exception as e:
@@ -176,11 +186,11 @@ class TraxOperations(pyfuse3.Operations):
 
     def ll_forget(self, pairs: list[tuple[int, int]]) -> None:
         """The kernel dropped references (it wants no answer); the last one of an unlinked
-        inode frees it, here on the reader thread (another reads the next request meanwhile)."""
+        inode hands it to the reaper (``fs/reaper.py``), which frees it between requests."""
         for ino, n in pairs:
             if ino != ROOT_INO and self.fs.unref(ino, n):
                 try:
-                    self.fs.collect(ino)
+                    self.fs.collect_later(ino)
                 except Exception:  # noqa: BLE001  (no answer carries it; the other pairs still count)
                     log.exception("freeing inode %d after its last reference", ino)
 

@@ -266,9 +266,18 @@ class BTree(LoggedMap):
                 return leaf_item(f.data, n - 1) if n else None
 
     def items(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Entries with ``start <= key < stop`` in ascending key order (None: unbounded)."""
+        """Entries with ``start <= key < stop`` in ascending key order (None: unbounded): from
+        C in one call when one leaf holds the whole range (``LeafChange.range``), else leaf by
+        leaf."""
         start = None if start is None else bytes(start)
         stop = None if stop is None else bytes(stop)
+        if start is not None:
+            got = self._leaf_change().range(start, stop, _DECLINED)
+            if got is not _DECLINED:
+                return iter(got)
+        return self._items(start, stop)
+
+    def _items(self, start: bytes | None, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         last: bytes | None = None
         follow: tuple[int, int, int] | None = None  # (leaf read, its LSN then, its right link)
         while True:
