@@ -486,9 +486,9 @@ class DataMap:
         cached = self._maps[ino] = (starts, entries, pages + added)
         return cached
 
-    def truncate(self, ftx: FsTransaction, ino: int, new_size: int, forget: list | None = None) -> int:
+    def truncate(self, ftx: FsTransaction, ino: int, new_size: int, later: list | None = None) -> int:
         """Drop every page wholly past ``new_size``; returns the number of pages freed.
-        ``forget``: see :meth:`release`."""
+        ``later``: see :meth:`release`."""
         tx = ftx.tx
         keep = -(-new_size // PAGE_SIZE)
         freed = 0
@@ -501,7 +501,7 @@ class DataMap:
                 self.tree.put(tx, extent_key(ino, lpage), pack_extent(phys, cut, birth))
             else:
                 self.tree.delete(tx, extent_key(ino, lpage))
-            self.release(tx, phys + cut, count - cut, birth, forget)
+            self.release(tx, phys + cut, count - cut, birth, later)
             freed += count - cut
         self.forget(ino)  # the loop above read the map it was changing
         return freed
@@ -533,20 +533,33 @@ class DataMap:
         if e < lpage + count:
             self.tree.put(tx, extent_key(ino, e), pack_extent(phys + e - lpage, lpage + count - e, birth))
 
-    def release(self, tx, first: int, count: int, birth: int, forget: list | None = None) -> None:
+    def release(self, tx, first: int, count: int, birth: int, later: list | None = None) -> None:
         """Free device pages ``first ..`` (born in epoch ``birth``) in ``tx``: to the allocator
         once the commit is durable, their sums dropped — or, if a snapshot sees them, onto the
         dead list (key: this epoch and the first page), sums kept, until that snapshot goes.
-        ``forget``: the run is added to it for the caller to drop with others in ``tx``
-        (``DataSums.forget_runs``) instead of here."""
+        ``later``: the run is added to it for the caller to free with others in ``tx``
+        (:meth:`free_runs`) instead of here."""
         if self.chain.sees(birth):
             self.dead.put(tx, U64X2.pack(self.chain.current, first), DEAD.pack(count, birth))
-            return
-        self.e.free_region(tx, first, count)
-        if forget is None:
-            self.sums.forget(tx, first, count)
+        elif later is not None:
+            later.append((first, count))
         else:
-            forget.append((first, count))
+            self.e.free_region(tx, first, count)
+            self.sums.forget(tx, first, count)
+
+    def free_runs(self, tx, runs: list[tuple[int, int]]) -> None:
+        """Free the device pages of ``runs`` ((first, count) each; disjoint) in ``tx`` and drop
+        their sums, neighbouring runs as one (the reaper's batch of small files, written one
+        after the other, frees a few long runs instead of a run per file)."""
+        merged: list[list[int]] = []
+        for first, count in sorted(runs):
+            if merged and merged[-1][0] + merged[-1][1] == first:
+                merged[-1][1] += count
+            else:
+                merged.append([first, count])
+        for first, count in merged:
+            self.e.free_region(tx, first, count)
+        self.sums.forget_runs(tx, [(first, count) for first, count in merged])
 
     # ----- copy-on-write ------------------------------------------------------------------------
     def shared_range(self, ino: int, off: int, end: int, size: int) -> tuple[int, int] | None:

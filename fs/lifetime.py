@@ -111,10 +111,10 @@ class Lifetime:
                 if not doomed:
                     return
                 with self.inodes.transaction() as ftx:
-                    forget: list[tuple[int, int]] = []  # the sums of all their pages, dropped at once
+                    pages: list[tuple[int, int]] = []  # all their pages, freed at once
                     for node in doomed:
-                        self._free(ftx, node, forget)
-                    self.data.sums.forget_runs(ftx.tx, forget)
+                        self._free(ftx, node, pages)
+                    self.data.free_runs(ftx.tx, pages)
                 for node in doomed:
                     self.inodes.drop(node.ino)
 
@@ -137,12 +137,12 @@ class Lifetime:
             self._free(ftx, node)
         self.inodes.drop(node.ino)
 
-    def _free(self, ftx, node: Inode, forget: list | None = None) -> None:
-        """Delete ``node``'s records and free its pages in ``ftx`` (``forget``: as
+    def _free(self, ftx, node: Inode, later: list | None = None) -> None:
+        """Delete ``node``'s records and free its pages in ``ftx`` (``later``: as
         ``DataMap.release``)."""
         ino = node.ino
         if node.is_reg:
-            self.data.truncate(ftx, ino, 0, forget)
+            self.data.truncate(ftx, ino, 0, later)
         keyed = [self.t["xattrs"]]
         if node.is_link:  # only a symbolic link has target chunks (``Namespace.create``)
             keyed.append(self.t["symlinks"])

@@ -103,10 +103,25 @@ class Reaper:
                 batch, self._waiting = self._waiting[:BATCH], self._waiting[BATCH:]
                 self._busy = len(batch)
             try:
-                self._lifetime.collect_all(batch)
-            except Exception:  # noqa: BLE001  (the inodes stay orphans: the next mount destroys them)
-                log.exception("destroying %d removed inode(s)", len(batch))
+                self._destroy(batch)
             finally:
                 with self._cv:
                     self._busy = 0
                     self._cv.notify_all()
+
+    def _destroy(self, batch: list[int]) -> None:
+        """One transaction for the batch; if it fails (a log too full for it, a damaged page),
+        one per inode, so that one inode's trouble keeps no other's space. What still fails
+        stays an orphan, which the next mount destroys."""
+        try:
+            self._lifetime.collect_all(batch)
+            return
+        except Exception:  # noqa: BLE001
+            if len(batch) == 1:
+                log.exception("destroying removed inode %d", batch[0])
+                return
+        for ino in batch:
+            try:
+                self._lifetime.collect(ino)
+            except Exception:  # noqa: BLE001
+                log.exception("destroying removed inode %d", ino)

@@ -223,3 +223,50 @@ def test_an_enospc_while_removed_files_wait_is_tried_again_once_they_are_freed(t
     finally:
         fs.close()
         dev.close()
+
+
+def test_a_batch_frees_neighbouring_files_pages_as_one_run(tmp_path: Path, monkeypatch) -> None:
+    """Small files written one after the other sit side by side on the device: a batch frees
+    them as a few long runs (``DataMap.free_runs``), and every page comes back free."""
+    fs, dev = _new_fs(tmp_path / "fs.img")
+    try:
+        d, inos = _files(fs, 24, size=4096)
+        held = sorted(fs.data.all_extents(ino)[0][1] for ino in inos)
+        assert held == list(range(held[0], held[0] + 24))  # (as the allocator laid them out)
+        freed: list[tuple[int, int]] = []
+        real = fs.e.free_region
+        monkeypatch.setattr(fs.e, "free_region", lambda tx, first, count: (freed.append((first, count)),
+                                                                             real(tx, first, count)))
+        free0 = fs.statfs().blocks_free
+        _remove(fs, d, inos)
+        assert fs.statfs().blocks_free == free0 + 24
+        assert (held[0], 24) in freed and len(freed) <= 3, freed  # (+ B+tree pages a batch may free)
+    finally:
+        fs.close()
+        dev.close()
+
+
+def test_a_batch_that_fails_is_destroyed_inode_by_inode(tmp_path: Path, monkeypatch, caplog) -> None:
+    """One inode whose destruction fails keeps no other's space: the batch's transaction is
+    rolled back and each inode destroyed in its own; the failing one stays an orphan."""
+    fs, dev = _new_fs(tmp_path / "fs.img")
+    try:
+        d, inos = _files(fs, 10)
+        bad = inos[3]
+        real = fs.lifetime._free
+
+        def failing(ftx, node, *rest):
+            if node.ino == bad:
+                raise OSError(5, "injected: a damaged page")
+            return real(ftx, node, *rest)
+
+        monkeypatch.setattr(fs.lifetime, "_free", failing)
+        _remove(fs, d, inos)
+        fs.settle()
+        assert _gone(fs, [i for i in inos if i != bad])
+        assert fs.t["orphans"].get(ino_key(bad)) is not None
+        assert "destroying removed inode %d" % bad in caplog.text
+    finally:
+        monkeypatch.undo()
+        fs.close()
+        dev.close()
