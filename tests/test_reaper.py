@@ -265,7 +265,7 @@ def test_a_batch_that_fails_is_destroyed_inode_by_inode(tmp_path: Path, monkeypa
         fs.settle()
         assert _gone(fs, [i for i in inos if i != bad])
         assert fs.t["orphans"].get(ino_key(bad)) is not None
-        assert "destroying removed inode %d" % bad in caplog.text
+        assert f"destroying removed inode {bad}" in caplog.text
     finally:
         monkeypatch.undo()
         fs.close()
