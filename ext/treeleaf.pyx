@@ -100,6 +100,11 @@ cdef class LeafChange:
         f.latch.release()
         self.pins.unpin(f)
 
+    cdef void release_locked(self, Frame f):
+        """A reader's end (``get``, ``range``): the leaf released, then the tree's lock."""
+        self.release(f)
+        self.lock.release()
+
     cdef object root(self):
         """The root page, read from the header; None when declined (version 1, held, not resident)."""
         cdef Frame f = self.pin_latched(self.header)
@@ -181,14 +186,11 @@ cdef class LeafChange:
         if f is None:
             return declined
         try:
-            try:
-                if not at.present:
-                    return None
-                return PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
-            finally:
-                self.release(f)
+            if not at.present:
+                return None
+            return PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
         finally:
-            self.lock.release()
+            self.release_locked(f)
 
     def range(self, bytes start, stop, declined):
         """The entries ``(key, value)`` with ``start <= key < stop`` (``stop``: bytes, or None
@@ -200,15 +202,12 @@ cdef class LeafChange:
         if f is None:
             return declined
         try:
-            try:
-                items = leaf_run(at.page, at.size, at.i, stop, &ended)
-                if not ended and at.size >= 32 and get_u64(at.page + 24) != 0:  # the right link
-                    return declined
-                return items
-            finally:
-                self.release(f)
+            items = leaf_run(at.page, at.size, at.i, stop, &ended)
+            if not ended and at.size >= 32 and get_u64(at.page + 24) != 0:  # the right link
+                return declined
+            return items
         finally:
-            self.lock.release()
+            self.release_locked(f)
 
     def put(self, tx, bytes key, bytes value) -> tuple:
         """Put ``key`` → ``value`` (sizes already checked): ``(True, old value or None)`` when

@@ -10,7 +10,8 @@ the daemon died with it open, at the next mount (:meth:`Lifetime.reap_orphans`).
 behind another thread that holds the metadata lock across page misses or a large file's
 destruction. ``unref`` therefore only counts: when it drops the last reference of an inode
 unlinked meanwhile it says so, and the caller then runs :meth:`Lifetime.collect`, which destroys
-the inode under the inode's lock and the metadata lock. Which inodes were unlinked is a hint
+the inode under the inode's lock and the metadata lock — through the mount, the reaper's thread
+runs it, for a batch at a time (:meth:`Lifetime.collect_all`, ``fs/reaper.py``). Which inodes were unlinked is a hint
 kept under the same small lock (:meth:`Lifetime.note_unlinked`); ``collect`` checks the tree.
 
 **Preallocation** past a file's end (``DataMap.allocate``) is given back at the file's last
