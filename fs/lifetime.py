@@ -102,9 +102,13 @@ class Lifetime:
     def collect_all(self, inos: list[int]) -> None:
         """:meth:`collect` for several inodes, those to destroy in one transaction (the reaper's
         batches: ``fs/reaper.py``). Their inode locks are taken in ascending order, then the
-        metadata lock."""
+        metadata lock — none for an inode still referenced (an unlink through the mount: the
+        kernel's reference goes with its FORGET, whose ``unref`` collects it then)."""
+        with self._counts:
+            inos = sorted({ino for ino in inos if not self._refs.get(ino)})
+        if not inos:
+            return
         with ExitStack() as held:
-            inos = sorted(set(inos))
             for ino in inos:
                 held.enter_context(self._ilocks.exclusive(ino))
             with self.inodes.lock:
