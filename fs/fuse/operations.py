@@ -273,11 +273,7 @@ class TraxOperations(pyfuse3.Operations):
     def ll_fallocate(self, ino: int, mode: int, off: int, length: int, fh: int, kill_suidgid: bool) -> None:
         """fallocate(2) (pyfuse3 has no such handler: ``traxfs.ext.fuse_lowlevel`` adds it and
         calls this on a reader thread)."""
-        handle = self._open[fh]
-        try:
-            handle.fallocate(mode, off, length)
-        except Exception as e:
-            raise self._fuse_error(handle.fallocate, e) from None
+        self._call(self._open[fh].fallocate, mode, off, length)
         if kill_suidgid:
             self._kill_suidgid(ino)
 
