@@ -4,7 +4,7 @@ When the kernel drops the last reference to an inode no entry names any more (th
 follows an ``rm``), the inode is destroyed: its extents, checksums, xattrs and inode records
 deleted and its pages freed (:meth:`Lifetime.collect`). Done on the reader thread that read the
 FORGET, that work held the metadata lock while the next request waited for it: through the
-mount, an ``rm`` of 1 KiB files took ~900 µs each, and ~350 µs with the destruction left out
+mount, an ``rm`` of 1 KiB files took ~900 µs each, and 320–400 µs with the destruction left out
 (``BENCHMARKS.md``). A FORGET therefore hands the inode to the reaper's thread, which destroys
 what waits in batches, one transaction per batch, between the requests.
 
