@@ -25,7 +25,7 @@ from libc.string cimport memcpy
 
 from .logbuffer cimport _LogBuffer, ld_u64
 from .logcodec cimport encode_record
-from .pagepin cimport Frame, PinTable
+from .pagepin cimport Frame, PinTable, latch_give, latch_take
 
 cdef enum:
     PAGE_SIZE = 4096
@@ -97,7 +97,7 @@ cdef class PageApplier:
     cdef tuple append_tx(self, tx, unsigned int rtype, uint64_t page, unsigned int opcode, uint64_t undo_next,
                          const char *payload, Py_ssize_t plen, new_state):
         latch = tx.latch
-        latch.acquire()
+        latch_take(latch)
         try:
             lsn, end = self.log.put(rtype, tx.xid, tx.last_lsn, page, opcode, undo_next, payload, plen, False)
             if tx.first_lsn == 0:
@@ -106,7 +106,7 @@ cdef class PageApplier:
             if new_state is not None:
                 tx.state = new_state
         finally:
-            latch.release()
+            latch_give(latch)
         return lsn, end
 
     def append(self, tx, unsigned int rtype, uint64_t page=NO_PAGE, unsigned int opcode=0, uint64_t undo_next=0,
@@ -140,7 +140,7 @@ cdef class PageApplier:
             f = <Frame?>self.pin_slow(pid, not fresh)
         try:
             latch = f.latch
-            latch.acquire()
+            latch_take(latch)
             try:
                 data = f.data
                 if type(data) is not bytearray or PyByteArray_GET_SIZE(data) != PAGE_SIZE:
@@ -161,7 +161,7 @@ cdef class PageApplier:
                 memcpy(page, PyByteArray_AS_STRING(scratch), PAGE_SIZE)
                 put_u64(page + 16, <uint64_t>end)  # the page LSN: the end of its latest record
             finally:
-                latch.release()
+                latch_give(latch)
         finally:
             self.pins.unpin(f)
         return lsn

@@ -22,7 +22,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteA
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.string cimport memcmp
 
-from .pagepin cimport Frame, PinTable
+from .pagepin cimport Frame, PinTable, latch_give, latch_take
 
 DIR_START = 36
 cdef Py_ssize_t C_DIR_START = 36
@@ -209,7 +209,7 @@ cdef object descend_to_leaf(PinTable table, object pin, object pid, bytes key, i
         if f is None:
             f = pin(pid)
         try:
-            f.latch.acquire()
+            latch_take(f.latch)
             try:
                 data = f.data
                 if not PyByteArray_Check(data):
@@ -224,7 +224,7 @@ cdef object descend_to_leaf(PinTable table, object pin, object pid, bytes key, i
                 i = inner_index(b, size, n, <Page>key, len(key))
                 child = inner_child(b, size, i)
             finally:
-                f.latch.release()
+                latch_give(f.latch)
         finally:
             table.unpin(f)
         if path is not None:

@@ -31,7 +31,7 @@ from libc.string cimport memcmp
 
 from .logapply cimport PageApplier
 from .nodesearch cimport descend_to_leaf, leaf_lookup, leaf_run
-from .pagepin cimport Frame, PinTable
+from .pagepin cimport Frame, PinTable, latch_give, latch_try
 from .slotpage cimport free_bytes
 
 from .slotpage import diff_runs
@@ -91,19 +91,19 @@ cdef class LeafChange:
         cdef Frame f = self.pins.pin_resident(pid)
         if f is None:
             return None
-        if not f.latch.acquire(False):
+        if not latch_try(f.latch):
             self.pins.unpin(f)
             return None
         return f
 
     cdef void release(self, Frame f):
-        f.latch.release()
+        latch_give(f.latch)
         self.pins.unpin(f)
 
     cdef void release_locked(self, Frame f):
         """A reader's end (``get``, ``range``): the leaf released, then the tree's lock."""
         self.release(f)
-        self.lock.release()
+        latch_give(self.lock)
 
     cdef object root(self):
         """The root page, read from the header; None when declined (version 1, held, not resident)."""
@@ -134,15 +134,15 @@ cdef class LeafChange:
         """``locate`` for any reader: the tree's lock taken (not waited for), then ``find``;
         None, nothing held, when either declines."""
         cdef Frame f
-        if not self.lock.acquire(False):
+        if not latch_try(self.lock):
             return None
         try:
             f = self.find(key, at)
         except BaseException:
-            self.lock.release()
+            latch_give(self.lock)
             raise
         if f is None:
-            self.lock.release()
+            latch_give(self.lock)
         return f
 
     cdef Frame find(self, bytes key, Place *at):
@@ -242,7 +242,7 @@ cdef class LeafChange:
             self.close(tx, start_lsn, undo, undo_tail)
             return True, old
         finally:
-            self.lock.release()
+            latch_give(self.lock)
 
     def delete(self, tx, bytes key) -> tuple:
         """Delete ``key``: ``(True, its value or None)`` when done here, ``(False, None)`` when
@@ -271,4 +271,4 @@ cdef class LeafChange:
             self.close(tx, start_lsn, self.undo_delete, U16(klen) + key + old)
             return True, old
         finally:
-            self.lock.release()
+            latch_give(self.lock)

@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ...ext.pagepin import Frame, PinnedPage, PinTable  # noqa: F401  (PinnedPage: the engine hands it out)
+from ...ext.pagepin import Frame, Latch, PinnedPage, PinTable  # noqa: F401  (PinnedPage: the engine hands it out)
 from .copies import good_copy
 from .page import PAGE_SIZE, PageCorrupt, page_type, seal, verify
 
@@ -39,7 +39,7 @@ DISCARD_WAIT = 30.0  # seconds a discard waits for a write-back in flight to unp
 
 def new_frame(pid: int) -> Frame:
     """A frame for ``pid``, pinned once by its creator, not yet loaded (see :class:`Frame`)."""
-    return Frame(pid, bytearray(PAGE_SIZE), threading.RLock(), threading.Event())
+    return Frame(pid, bytearray(PAGE_SIZE), Latch(reentrant=True), threading.Event())
 
 
 class BufferManager:
@@ -50,7 +50,7 @@ class BufferManager:
         self.force_log = force_log
         self.capacity = capacity
         self._frames: OrderedDict[int, Frame] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = Latch()  # the table lock, taken from C too (``ext/pagepin.pyx``)
         self._writer = threading.Lock()  # one writer at a time: write-back in file order
         self.hooks: dict[int, tuple[Callable | None, Callable | None]] = {}
         self.on_corrupt: Callable[[int, str], None] | None = None  # a page failed verification

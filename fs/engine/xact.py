@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-import threading
 from collections.abc import Callable
+
+from ...ext.pagepin import Latch
 
 
 class TxState(enum.Enum):
@@ -38,7 +39,7 @@ class Transaction:
         # held while a record is appended and first/last LSN and state are updated, so a
         # checkpoint's snapshot of this row always matches the log (uncontended: one thread
         # drives a transaction)
-        self.latch = threading.Lock()
+        self.latch = Latch()  # taken from C by every logged update (``ext/logapply.pyx``)
 
     def __repr__(self) -> str:
         return f"Transaction(xid={self.xid}, state={self.state.value}, first_lsn={self.first_lsn}, " \

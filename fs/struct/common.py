@@ -44,6 +44,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 
+from ...ext.pagepin import Latch
 from ...ext.slotpage import apply_runs, cut_run, paste_run
 from ..engine import opcodes, slotted
 from ..engine.buffer import PinnedPage
@@ -70,7 +71,7 @@ class StructureLatch:
     __slots__ = ("lock",)
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()  # taken directly only by a C path that never waits (``ext/treeleaf``)
+        self.lock = Latch(reentrant=True)  # taken directly only by a C path that never waits (``ext/treeleaf``)
 
     def __enter__(self) -> StructureLatch:
         self.lock.acquire()
