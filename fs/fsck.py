@@ -324,8 +324,9 @@ def _find(fs: FileSystem, f: dict) -> list[Issue]:
                 out.append(Issue(f"inode {ino} is unlinked but not on the orphan list",
                                  lambda i=ino: fs.repair.destroy(i)))
             else:
-                out.append(Issue(f"inode {ino} is an orphan (unlinked while open at a crash; the next mount "
-                                 "frees it, as --repair does)", lambda i=ino: fs.repair.destroy(i), note=True))
+                out.append(Issue(f"inode {ino} is an orphan (unlinked while open, or removed and waiting to be "
+                                 "freed, at a crash; the next mount frees it, as --repair does)",
+                                 lambda i=ino: fs.repair.destroy(i), note=True))
             continue
         if want == 0 and node.nlink > 0:
             out.append(Issue(f"inode {ino} ({stat.filemode(node.mode)}) is named by no entry (lost)",
