@@ -74,6 +74,13 @@ cdef inline int slot_key(Page buf, Py_ssize_t size, Py_ssize_t i, bint leaf, con
     return 0
 
 
+cdef inline void leaf_value(Page buf, Py_ssize_t i, Py_ssize_t kl, Py_ssize_t *voff, Py_ssize_t *vlen) noexcept:
+    """Where leaf slot ``i``'s value is, its key of ``kl`` bytes (``slot_key`` checked the slot)."""
+    cdef Py_ssize_t d = C_DIR_START + 4 * i
+    voff[0] = (buf[d] | (buf[d + 1] << 8)) + 2 + kl
+    vlen[0] = (buf[d + 2] | (buf[d + 3] << 8)) - 2 - kl
+
+
 cdef inline Page start(const unsigned char[::1] view) noexcept:
     return &view[0] if view.shape[0] else NULL
 
@@ -132,7 +139,7 @@ cdef int leaf_lookup(const unsigned char *b, Py_ssize_t size, const unsigned cha
     ``vlen`` bytes), else 0; ``idx`` the index of the first key ``>= probe``, ``n_out`` the
     slot count."""
     cdef Py_ssize_t n = nslots(b, size)
-    cdef Py_ssize_t lo = 0, hi = n, mid, kl, d, off, ln
+    cdef Py_ssize_t lo = 0, hi = n, mid, kl
     cdef const unsigned char *k
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -145,10 +152,7 @@ cdef int leaf_lookup(const unsigned char *b, Py_ssize_t size, const unsigned cha
     if lo < n:
         slot_key(b, size, lo, True, &k, &kl)
         if cmp_keys(k, kl, probe, plen) == 0:
-            d = C_DIR_START + 4 * lo
-            off = b[d] | (b[d + 1] << 8)
-            ln = b[d + 2] | (b[d + 3] << 8)
-            voff[0], vlen[0] = off + 2 + kl, ln - 2 - kl
+            leaf_value(b, lo, kl, voff, vlen)
             return 1
     return 0
 
@@ -158,7 +162,7 @@ cdef list leaf_run(const unsigned char *b, Py_ssize_t size, Py_ssize_t i, object
     (bytes; None: unbounded); ``ended`` tells whether a key ``>= stop`` was met (else the run
     reached the leaf's last slot)."""
     cdef Py_ssize_t n = nslots(b, size)
-    cdef Py_ssize_t kl, d, off, ln
+    cdef Py_ssize_t kl, voff, vlen
     cdef const unsigned char *k
     cdef const unsigned char *s = NULL
     cdef Py_ssize_t slen = 0
@@ -172,11 +176,9 @@ cdef list leaf_run(const unsigned char *b, Py_ssize_t size, Py_ssize_t i, object
         if s != NULL and cmp_keys(k, kl, s, slen) >= 0:
             ended[0] = True
             break
-        d = C_DIR_START + 4 * i
-        off = b[d] | (b[d + 1] << 8)
-        ln = b[d + 2] | (b[d + 3] << 8)
+        leaf_value(b, i, kl, &voff, &vlen)
         out.append((PyBytes_FromStringAndSize(<const char *>k, kl),
-                    PyBytes_FromStringAndSize(<const char *>b + off + 2 + kl, ln - 2 - kl)))
+                    PyBytes_FromStringAndSize(<const char *>b + voff, vlen)))
         i += 1
     return out
 

@@ -107,10 +107,10 @@ class FileSystem:
                             DataMarks(sums, trees["datamarked"]))
         ilocks = InodeLocks()
         self.inodes = Inodes(engine, trees, self.data)
-        self.snapshots = SnapshotStore(self.inodes, self.chain)
         self.lifetime = Lifetime(self.inodes, ilocks)
         self.reaper = Reaper(self.lifetime)  # started by a mount's open (``lifecycle.open_fs``)
-        self.snapshots.settle = self.reaper.drain  # a snapshot never keeps a file removed before it
+        # a snapshot never keeps a file removed before it: the reaper's backlog settled first
+        self.snapshots = SnapshotStore(self.inodes, self.chain, self.reaper.drain)
         self.namespace = Namespace(self.inodes, self.lifetime)
         self.flags = InodeFlags(self.inodes)
         self.files = FileData(self.inodes, ilocks)
@@ -483,7 +483,7 @@ class FileSystem:
     # ----- the whole filesystem -----------------------------------------------------------------
     def statfs(self) -> StatFs:
         """Free space as a user expects it after ``rm``: removed files' pages counted free."""
-        self.reaper.drain()
+        self.settle()
         return statfs(self.inodes)
 
     def status(self) -> dict:

@@ -55,10 +55,6 @@ class Snapshot:
     state: int = LIVE
 
 
-def _nothing_owed() -> None:
-    """A store without a filesystem's reaper (fsck) settles nothing."""
-
-
 def load_chain(trees: dict) -> Chain:
     """The epochs of every recorded snapshot and the current epoch, from the trees."""
     epochs = [U64.unpack(k)[0] for k in trees["snapshots"].keys()]
@@ -71,7 +67,7 @@ def load_chain(trees: dict) -> Chain:
 
 
 class SnapshotStore:
-    def __init__(self, inodes: Inodes, chain: Chain) -> None:
+    def __init__(self, inodes: Inodes, chain: Chain, settle: Callable[[], object]) -> None:
         self.inodes = inodes
         self.e = inodes.e
         self.t = inodes.t
@@ -86,7 +82,7 @@ class SnapshotStore:
         self.holders: list = []
         # what the filesystem still owes, settled before a snapshot is taken (removed files whose
         # destruction waits: ``fs/reaper.py``); no lock held
-        self.settle: Callable[[], object] = _nothing_owed
+        self.settle = settle
         for k, v in self.t["snapshots"].items():
             state, created = _REC.unpack_from(v)
             epoch = U64.unpack(k)[0]

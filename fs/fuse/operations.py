@@ -151,17 +151,13 @@ class TraxOperations(pyfuse3.Operations):
         """``fn(*args, **kw)`` on a reader thread of the fast path (``fuse_lowlevel``), errors as
         errnos. An ENOSPC while removed files wait for the reaper is tried once more after they
         are freed (an operation that fails changes nothing: SPEC §6)."""
-        try:
-            return fn(*args, **kw)
-        except FsError as e:
-            if e.errno != errno.ENOSPC or not self.fs.settle():
-                raise self._fuse_error(fn, e) from None
-        except Exception as e:
-            raise self._fuse_error(fn, e) from None
-        try:
-            return fn(*args, **kw)
-        except Exception as e:
-            raise self._fuse_error(fn, e) from None
+        for retry in (False, True):
+            try:
+                return fn(*args, **kw)
+            except Exception as e:
+                no_space = isinstance(e, FsError) and e.errno == errno.ENOSPC
+                if retry or not no_space or not self.fs.settle():
+                    raise self._fuse_error(fn, e) from None
 
     def _entry_tuple(self, node: Inode) -> tuple:
         """``node`` as ``fuse_lowlevel`` replies an entry (and the cache timeouts chosen for it)."""
