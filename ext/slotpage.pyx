@@ -12,6 +12,8 @@ lays bodies out in slot order from the end), and a page whose directory or heap 
 it is refused with ``ValueError`` instead of being written past.
 """
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy, memmove, memset
 
@@ -238,36 +240,58 @@ cdef Py_ssize_t RUN_GAP = 8  # equal bytes between two differences that still jo
 
 def diff_runs(const unsigned char[::1] old, const unsigned char[::1] new, Py_ssize_t base=0) -> bytes:
     """The runs that turn ``old`` into ``new`` (equal lengths), offsets shifted by ``base``."""
-    cdef Py_ssize_t n = old.shape[0], i = 0, start, end, same, ln, pos = 0
-    if new.shape[0] != n:
-        raise ValueError(f"a patch needs equal lengths ({n} and {new.shape[0]} bytes)")
+    if new.shape[0] != old.shape[0]:
+        raise ValueError(f"a patch needs equal lengths ({old.shape[0]} and {new.shape[0]} bytes)")
+    return diff_bytes(&old[0] if old.shape[0] else NULL, &new[0] if new.shape[0] else NULL, old.shape[0], base)
+
+
+cdef inline bint same8(const unsigned char *a, const unsigned char *b) noexcept nogil:
+    cdef uint64_t x, y
+    memcpy(&x, a, 8)
+    memcpy(&y, b, 8)
+    return x == y
+
+
+cdef bytes diff_bytes(const unsigned char *old, const unsigned char *new, Py_ssize_t n, Py_ssize_t base):
+    """``diff_runs`` on two buffers of ``n`` bytes, for C callers (``ext/treeleaf.pyx``: a B+tree
+    overwrite's redo and undo): no memoryviews taken, equal stretches skipped 8 bytes at a time."""
+    cdef Py_ssize_t i = 0, start, end, same, ln, pos = 0
+    cdef unsigned char *o
     if base < 0 or base + n > 0xFFFF:
         raise ValueError(f"patch offsets {base}..{base + n} outside 0..65535")
-    out = bytearray(4 + 2 * n + 4 * (n // (RUN_GAP + 1) + 1))  # room for the worst case
-    cdef unsigned char *o = out
-    while i < n:
-        if old[i] == new[i]:
-            i += 1
-            continue
-        start = end = i
+    o = <unsigned char *>malloc(4 + 2 * n + 4 * (n // (RUN_GAP + 1) + 1))  # room for the worst case
+    if o == NULL:
+        raise MemoryError()
+    try:
         while i < n:
-            if old[i] != new[i]:
-                end = i + 1
+            while i + 8 <= n and same8(old + i, new + i):
+                i += 8
+            if i >= n:
+                break
+            if old[i] == new[i]:
                 i += 1
                 continue
-            same = 0
-            while i < n and old[i] == new[i] and same < RUN_GAP:
-                i += 1
-                same += 1
-            if i >= n or same >= RUN_GAP:
-                break
-        ln = end - start
-        put16(o + pos, base + start)
-        put16(o + pos + 2, ln)
-        memcpy(o + pos + 4, &old[start], ln)
-        memcpy(o + pos + 4 + ln, &new[start], ln)
-        pos += 4 + 2 * ln
-    return bytes(out[:pos])
+            start = end = i
+            while i < n:
+                if old[i] != new[i]:
+                    end = i + 1
+                    i += 1
+                    continue
+                same = 0
+                while i < n and old[i] == new[i] and same < RUN_GAP:
+                    i += 1
+                    same += 1
+                if i >= n or same >= RUN_GAP:
+                    break
+            ln = end - start
+            put16(o + pos, base + start)
+            put16(o + pos + 2, ln)
+            memcpy(o + pos + 4, old + start, ln)
+            memcpy(o + pos + 4 + ln, new + start, ln)
+            pos += 4 + 2 * ln
+        return PyBytes_FromStringAndSize(<char *>o, pos)
+    finally:
+        free(o)
 
 
 cdef int _check_runs(const unsigned char *r, Py_ssize_t size, Py_ssize_t target) except -1:

@@ -32,9 +32,8 @@ from libc.string cimport memcmp
 from .logapply cimport PageApplier
 from .nodesearch cimport descend_to_leaf, leaf_lookup, leaf_run
 from .pagepin cimport Frame, PinTable, latch_give, latch_try
-from .slotpage cimport free_bytes
+from .slotpage cimport diff_bytes, free_bytes
 
-from .slotpage import diff_runs
 
 cdef object U16 = struct.Struct("<H").pack
 cdef object UNDO_HEAD = struct.Struct("<QQ").pack  # header pid, the action's start LSN
@@ -215,6 +214,7 @@ cdef class LeafChange:
         cdef Place at
         cdef Py_ssize_t klen = len(key), vlen = len(value)
         cdef uint64_t start_lsn
+        cdef const char *new
         cdef Frame f = self.locate(tx, key, &at)
         if f is None:
             return NOT_HERE
@@ -233,8 +233,11 @@ cdef class LeafChange:
                     return True, value
                 else:  # only the bytes that changed are logged
                     old = PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
-                    opcode, page_payload = self.op_patch, U16(at.i) + diff_runs(old, value, 2 + klen)
-                    undo, undo_tail = self.undo_patch, U16(klen) + key + diff_runs(old, value)
+                    new = PyBytes_AS_STRING(value)
+                    opcode = self.op_patch
+                    page_payload = U16(at.i) + diff_bytes(at.page + at.voff, <const unsigned char *>new, vlen, 2 + klen)
+                    undo, undo_tail = self.undo_patch, U16(klen) + key + diff_bytes(at.page + at.voff,
+                                                                                    <const unsigned char *>new, vlen, 0)
                 start_lsn = tx.last_lsn
                 self.applier.update_op(tx, f.pid, opcode, page_payload, False)
             finally:

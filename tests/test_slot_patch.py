@@ -52,6 +52,48 @@ def test_runs_turn_old_into_new_and_back(pair, base):
     assert len(runs) <= 2 * changed + 4 * changed + 2 * 8 * changed  # runs carry changes (and short gaps) only
 
 
+def _runs_by_definition(old: bytes, new: bytes, base: int) -> bytes:
+    """The runs as defined: each a stretch of changed bytes, joined across fewer than 8 equal
+    ones, as ``(offset + base u16, length u16, old bytes, new bytes)``."""
+    out, i, n = b"", 0, len(old)
+    while i < n:
+        if old[i] == new[i]:
+            i += 1
+            continue
+        start = end = i
+        while i < n:
+            if old[i] != new[i]:
+                end = i = i + 1
+                continue
+            same = 0
+            while i < n and old[i] == new[i] and same < 8:
+                i, same = i + 1, same + 1
+            if i >= n or same >= 8:
+                break
+        out += (base + start).to_bytes(2, "little") + (end - start).to_bytes(2, "little") + old[start:end] + new[start:end]
+    return out
+
+
+@st.composite
+def sparse_pairs(draw):
+    """Single changed bytes in zeros, a few bytes apart: gaps on both sides of the joining
+    length and changes on both sides of 8-byte words."""
+    new = bytearray(draw(st.integers(0, 90)))
+    at = draw(st.integers(0, 16))
+    while at < len(new):
+        new[at] = draw(st.integers(1, 255))
+        at += draw(st.integers(1, 12))
+    return bytes(len(new)), bytes(new)
+
+
+@given(st.one_of(pairs(), sparse_pairs()), st.integers(0, 100))
+def test_runs_are_the_defined_ones(pair, base):
+    """The C codec skips equal stretches a word at a time: the runs must not change for it."""
+    old, new = pair
+    assert diff_runs(old, new, base) == _runs_by_definition(old, new, base)
+    assert diff_runs(new, old, base) == _runs_by_definition(new, old, base)
+
+
 def test_bad_runs_change_nothing():
     old, new = b"abcdefgh" * 4, b"abcdXfgh" * 4
     runs = diff_runs(old, new)
