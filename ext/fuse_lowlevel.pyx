@@ -875,11 +875,12 @@ cdef extern from *:
     }
 
     static void traxll_set_open(struct fuse_file_info *fi, uint64_t fh, int direct_io, int keep_cache,
-                                int nonseekable) {
+                                int nonseekable, int noflush) {
         fi->fh = fh;
         fi->direct_io = direct_io ? 1 : 0;
         fi->keep_cache = keep_cache ? 1 : 0;
         fi->nonseekable = nonseekable ? 1 : 0;
+        fi->noflush = noflush ? 1 : 0;  /* FOPEN_NOFLUSH: close(2) sends no FLUSH (Linux >= 5.17) */
     }
     """
     ctypedef struct fuse_req:
@@ -967,7 +968,8 @@ cdef extern from *:
     void traxll_fill_attr(stat* st, uint64_t ino, unsigned mode, unsigned long nlink, unsigned uid,
                           unsigned gid, uint64_t rdev, int64_t size, int64_t blocks, int64_t atime_ns,
                           int64_t mtime_ns, int64_t ctime_ns)
-    void traxll_set_open(fuse_file_info* fi, uint64_t fh, int direct_io, int keep_cache, int nonseekable)
+    void traxll_set_open(fuse_file_info* fi, uint64_t fh, int direct_io, int keep_cache, int nonseekable,
+                         int noflush)
     int traxll_direct_write(const fuse_file_info* fi)
     void traxll_drop_written(uint64_t ino, int64_t off, int64_t len) nogil
     int traxll_kill_suidgid()
@@ -1095,7 +1097,7 @@ cdef class _Request:
                     with nogil:
                         traxll_drop_written(self.ino, self.off, n)
         elif op == "open" or op == "opendir":
-            traxll_set_open(&self.fi, result[0], result[1], result[2], result[3])
+            traxll_set_open(&self.fi, result[0], result[1], result[2], result[3], result[4])
             if self._claim():
                 ret = fuse_reply_open(self.req, &self.fi)
         elif op == "read":
@@ -1126,7 +1128,7 @@ cdef class _Request:
         elif op == "create":
             entry, opened = result
             _fill_entry(&e, entry)
-            traxll_set_open(&self.fi, opened[0], opened[1], opened[2], opened[3])
+            traxll_set_open(&self.fi, opened[0], opened[1], opened[2], opened[3], opened[4])
             if self._claim():
                 ret = fuse_reply_create(self.req, &e, &self.fi)
         elif op == "readlink":
@@ -1511,8 +1513,9 @@ def install(handlers: dict | None = None, *, ioctl_cmds: frozenset = frozenset()
       mode, uid, gid, size, atime_ns, mtime_ns, ctime_ns, kill_suidgid; "now" already read) -> entry tuple ``(ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
       blocks, atime_ns, mtime_ns, ctime_ns)``;
     * ``create(parent, name, mode, flags, pid, uid, gid)`` -> ``(entry, (fh, direct_io,
-      keep_cache, nonseekable))``; ``open(ino, flags, kill_suidgid, pid, uid, gid)`` -> ``(fh,
-      direct_io, keep_cache, nonseekable)``, and ``opendir(ino, pid, uid, gid)`` the same;
+      keep_cache, nonseekable, noflush))``; ``open(ino, flags, kill_suidgid, pid, uid, gid)`` ->
+      ``(fh, direct_io, keep_cache, nonseekable, noflush)``, and ``opendir(ino, pid, uid, gid)``
+      the same (``noflush``: the kernel sends no FLUSH when a descriptor of the open closes);
     * ``readdirplus(fh, off, size)`` -> list of ``(name, entry tuple, cookie)`` that fit in
       ``size`` bytes (:func:`direntplus_size` each; the kernel takes a lookup reference of
       every one but "." and "..");

@@ -113,6 +113,39 @@ def test_hot_requests_take_the_fast_route(served):
     assert os.listdir(d) == []
 
 
+def test_closing_a_file_only_read_sends_no_flush(served):
+    """An open without write access answers with FOPEN_NOFLUSH: its close(2) costs no round
+    trip. Opens for writing keep their FLUSH (its work: a writer's preallocation given back
+    before close returns). When a reader holds the last handle of a file a writer grew, the
+    preallocation goes at the reader's release instead."""
+    f = served / "grown"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT, 0o644)
+    reader = None
+    try:
+        for i in range(64):  # appends: pages preallocated past the end
+            os.pwrite(fd, b"a" * 4096, i * 4096)
+        reader = os.open(f, os.O_RDONLY)
+        os.close(fd)  # not the last handle: the preallocation stays for now
+        fd = None
+        assert os.stat(f).st_blocks * 512 > 64 * 4096
+        before = _status(served)["fuse_lowlevel"]
+        for _ in range(50):
+            with open(f, "rb") as r:
+                assert len(r.read()) == 64 * 4096
+        after = _status(served)["fuse_lowlevel"]
+        assert after["open"] - before["open"] >= 50
+        assert after["flush"] == before["flush"], (before, after)
+    finally:
+        for left in (fd, reader):
+            if left is not None:
+                os.close(left)  # the reader's is the last handle: its release gives the preallocation back
+    wait_for(lambda: os.stat(f).st_blocks * 512 == 64 * 4096, "the preallocation was never given back")
+    for _ in range(10):
+        with open(f, "r+b") as w:
+            w.read(1)
+    assert _status(served)["fuse_lowlevel"]["flush"] == after["flush"] + 10
+
+
 def test_writes_ask_no_capabilities_once_a_file_has_none(served):
     """HANDLE_KILLPRIV_V2 (our INIT answer carries it): the kernel asks ``security.capability``
     at the first write of a file and none of the next 200; a file given one is asked again, and

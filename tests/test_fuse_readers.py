@@ -184,9 +184,9 @@ def test_serial_requests_start_no_readers(served):
 
 def test_connection_aborted_under_a_held_request_ends_the_server(tmp_path, monkeypatch):
     """The connection is aborted (``/sys/fs/fuse/connections/N/abort``) while a reader is held
-    in the filesystem: the caller gets ENOTCONN at once, the server ends once the held call
-    returns (the fixture checks its thread finished), and the next mount in this process gets
-    fresh readers."""
+    in the filesystem: the held call fails at once (ECONNABORTED: the kernel ends the requests in
+    flight so) and any later one with ENOTCONN, the server ends once the held call returns (the
+    fixture checks its thread finished), and the next mount in this process gets fresh readers."""
     mounted_here = not os.path.ismount(FUSECTL)
     if mounted_here:
         subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=True, timeout=30)
@@ -203,6 +203,9 @@ def test_connection_aborted_under_a_held_request_ends_the_server(tmp_path, monke
                 (conn / "abort").write_text("1\n")
                 with pytest.raises(OSError) as e:
                     seeking.result(timeout=30)
+                assert e.value.errno == errno.ECONNABORTED
+                with pytest.raises(OSError) as e:
+                    os.listdir(mp)  # an OPENDIR: always asked of the server
                 assert e.value.errno == errno.ENOTCONN
                 held.release.set()
                 wait_for(lambda: held.waiting() == 0, "the held seek never returned")

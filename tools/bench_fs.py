@@ -22,7 +22,7 @@ dropped (MB/s); 4 KiB random read of it, cold, and 4 KiB random write with an fs
 writes (IOPS, ``--runtime`` seconds each); eight writers of 4 KiB random writes to 16 MiB files,
 fsync after each (IOPS); 4 KiB random ``O_DIRECT`` writes through libaio, 16 in flight
 (IOPS: the price of dropping each one's range from the page cache); and from Python, ``--files`` files: create with 1 KiB written, stat warm
-(a second pass), unlink (per second). ``--rounds`` rounds run interleaved (each job on every
+(a second pass), open-read-close warm (a second pass), unlink (per second). ``--rounds`` rounds run interleaved (each job on every
 target back to back, the order rotated per round) and the medians are shown with each ratio to
 ``direct``; the load average before and after is printed, since the machine is shared.
 Directories (``--only dirs``): a ``telldir``/``seekdir`` walk of ``--walk`` entries
@@ -67,7 +67,7 @@ FIO_JOBS = {  # issue 17's jobs: name -> (fio arguments, unit reported)
     "direct_write_4K_aio16": (["--rw=randwrite", "--bs=4k", "--ioengine=libaio", "--direct=1", "--iodepth=16",
                                "--time_based", "--filename=data"], "iops"),
 }
-META_JOBS = {"create_1K": "create_per_s", "stat_warm": "stat_per_s", "unlink": "unlink_per_s"}
+META_JOBS = {"create_1K": "create_per_s", "stat_warm": "stat_per_s", "read_1K": "read_per_s", "unlink": "unlink_per_s"}
 COLD = ("seq_read_1M", "rand_read_4K")  # page caches dropped first
 JOBS = (*FIO_JOBS, *META_JOBS)
 
@@ -95,10 +95,12 @@ def _fio(directory: Path, name: str, size: int, runtime: int) -> dict:
 
 
 class _MetaFiles:
-    """The Python create / stat / unlink loop over ``n`` files of 1 KiB in ``directory/meta``:
-    ``create_1K`` (open, write 1 KiB, close), ``stat_warm`` (one untimed pass first, so every
-    name and attribute is in the kernel's caches as a new user's second ``ls -l`` finds it) and
-    ``unlink`` — each a rate per second, run in that order."""
+    """The Python create / stat / read / unlink loop over ``n`` files of 1 KiB in
+    ``directory/meta``: ``create_1K`` (open, write 1 KiB, close), ``stat_warm`` (one untimed pass
+    first, so every name and attribute is in the kernel's caches as a new user's second ``ls -l``
+    finds it), ``read_1K`` (open read-only, read, close; warm the same way: what a second
+    ``grep -r`` or a job re-reading its inputs does) and ``unlink`` — each a rate per second,
+    run in that order."""
 
     def __init__(self, directory: Path, n: int):
         self.dir = directory / "meta"
@@ -120,6 +122,13 @@ class _MetaFiles:
             t = time.perf_counter()
             for p in self.names:
                 os.stat(p)
+        elif job == "read_1K":
+            for _ in range(2):  # the second pass is the one timed
+                t = time.perf_counter()
+                for p in self.names:
+                    fd = os.open(p, os.O_RDONLY)
+                    os.read(fd, 4096)
+                    os.close(fd)
         else:
             for p in self.names:
                 os.unlink(p)
@@ -219,8 +228,8 @@ def _rounds(targets: dict[str, Path], jobs: tuple[str, ...], size: int, runtime:
                 runs[t][job].append(_fio(targets[t], job, size, runtime)[FIO_JOBS[job][1]])
         if set(jobs) & set(META_JOBS):
             meta = {t: _MetaFiles(targets[t], meta_files) for t in order}
-            for job in META_JOBS:  # create and unlink always run (untimed unless asked): stat needs files
-                if job in jobs or job != "stat_warm":
+            for job in META_JOBS:  # create and unlink always run (untimed unless asked): the others need files
+                if job in jobs or job in ("create_1K", "unlink"):
                     for t in order:
                         rate = meta[t].run(job)
                         if job in jobs:
@@ -358,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=_job_list, default=JOBS,
                    help=f"comma-separated subset of the jobs to run (default all: {','.join(JOBS)})")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are shown (default 3)")
-    p.add_argument("--files", type=int, default=2000, help="files of the create/stat/unlink jobs (default 2000)")
+    p.add_argument("--files", type=int, default=2000, help="files of the create/stat/read/unlink jobs (default 2000)")
     p.add_argument("--before", type=Path, help="also mount the traxfs package in BEFORE/traxfs (another "
                    "checkout: the code before a change) as target 'before', in the same run")
     p.add_argument("--json", help="also write the report here")

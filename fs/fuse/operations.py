@@ -32,6 +32,8 @@ Kernel caches (what we chose and why):
   themselves (``FileSystem.volatile``: the status files, the files of /tables) gets attribute
   and entry timeouts of 0 (its name may go by itself too: a file of /tables/NAME/ingest/ goes
   once it is ingested).
+* **no FLUSH for opens without write access** (``FOPEN_NOFLUSH``, see ``_opened``): closing a
+  file that was only read costs no round trip.
 * **large requests**: libfuse 3 negotiates up to 1 MiB writes (``max_pages`` 256); reads come in
   readahead windows, widened to 1 MiB once the mount is live (``mount.widen_readahead``).
 
@@ -47,6 +49,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import os
 import struct
 
 import pyfuse3
@@ -66,6 +69,7 @@ log = logging.getLogger("traxfs.fs")
 TIMEOUT = 1.0
 CAPS = b"security.capability"
 DOTS = (b".", b"..")
+WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # _IOR/_IOW('f', 1/2, long), as the kernel sends them
 FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820  # _IOR/_IOW('X', 31/32, struct fsxattr)
 FSXATTR = struct.Struct("<IIIII8x")  # xflags, extsize, nextents, projid, cowextsize, padding
@@ -171,10 +175,16 @@ class TraxOperations(pyfuse3.Operations):
         self.fs.ref(node.ino)
         return self._entry_tuple(node)
 
-    def _opened(self, handle: OpenFile) -> int:
+    def _opened(self, handle: OpenFile, flags: int) -> tuple:
+        """The answer to an open (``flags``: open(2)'s) of ``handle``: ``(fh, direct_io,
+        keep_cache, nonseekable, noflush)``. An open without write access asks for no FLUSH at
+        close(2) (``FOPEN_NOFLUSH``): a flush has work only for what was written (a producer's
+        last batch, a schema, preallocation to give back — which the last handle's release
+        gives back all the same), and every close of a file read would otherwise wait for a
+        round trip that does nothing."""
         fh = next(self._fh)
         self._open[fh] = handle
-        return fh
+        return fh, handle.direct_io, handle.keep_cache, handle.nonseekable, not flags & WRITE_ACCESS
 
     # ----- names --------------------------------------------------------------------------------
     def ll_lookup(self, parent: int, name: bytes, pid: int, uid: int, gid: int) -> tuple:
@@ -230,14 +240,13 @@ class TraxOperations(pyfuse3.Operations):
         handle = self._call(self.fs.open_file, ino, flags, Caller(pid, uid, gid))
         if kill_suidgid:
             self._kill_suidgid(ino)
-        return self._opened(handle), handle.direct_io, handle.keep_cache, handle.nonseekable
+        return self._opened(handle, flags)
 
     def ll_create(self, parent: int, name: bytes, mode: int, flags: int, pid: int, uid: int, gid: int) -> tuple:
         node, handle = self._call(self.fs.create_file, parent, name, mode, flags, Caller(pid, uid, gid))
         self.fs.ref(node.ino)
         self._caps[node.ino] = False  # a new file has no attributes: its first write needs no lookup
-        return self._entry_tuple(node), (self._opened(handle), handle.direct_io, handle.keep_cache,
-                                         handle.nonseekable)
+        return self._entry_tuple(node), self._opened(handle, flags)
 
     def ll_read(self, fh: int, off: int, size: int) -> bytes:
         return self._call(self._open[fh].read, off, size)
@@ -318,7 +327,7 @@ class TraxOperations(pyfuse3.Operations):
         self._call(self.fs.opendir, ino, caller)
         fh = next(self._fh)
         self._dirs[fh] = _OpenDir(ino, caller)
-        return fh, False, False, False
+        return fh, False, False, False, False
 
     def ll_readdirplus(self, fh: int, start: int, size: int) -> list:
         """The entries after cookie ``start`` that fit in ``size`` bytes (as many as the open
