@@ -214,7 +214,7 @@ cdef class LeafChange:
         cdef Place at
         cdef Py_ssize_t klen = len(key), vlen = len(value)
         cdef uint64_t start_lsn
-        cdef const char *new
+        cdef const unsigned char *new
         cdef Frame f = self.locate(tx, key, &at)
         if f is None:
             return NOT_HERE
@@ -233,11 +233,9 @@ cdef class LeafChange:
                     return True, value
                 else:  # only the bytes that changed are logged
                     old = PyBytes_FromStringAndSize(<const char *>at.page + at.voff, at.vlen)
-                    new = PyBytes_AS_STRING(value)
-                    opcode = self.op_patch
-                    page_payload = U16(at.i) + diff_bytes(at.page + at.voff, <const unsigned char *>new, vlen, 2 + klen)
-                    undo, undo_tail = self.undo_patch, U16(klen) + key + diff_bytes(at.page + at.voff,
-                                                                                    <const unsigned char *>new, vlen, 0)
+                    new = <const unsigned char *>PyBytes_AS_STRING(value)
+                    opcode, page_payload = self.op_patch, U16(at.i) + diff_bytes(at.page + at.voff, new, vlen, 2 + klen)
+                    undo, undo_tail = self.undo_patch, U16(klen) + key + diff_bytes(at.page + at.voff, new, vlen, 0)
                 start_lsn = tx.last_lsn
                 self.applier.update_op(tx, f.pid, opcode, page_payload, False)
             finally:

@@ -21,10 +21,11 @@ write of ``--size`` then fsync (MB/s); 1 MiB sequential read of it after the pag
 dropped (MB/s); 4 KiB random read of it, cold, and 4 KiB random write with an fsync every 32
 writes (IOPS, ``--runtime`` seconds each); eight writers of 4 KiB random writes to 16 MiB files,
 fsync after each (IOPS); 4 KiB random ``O_DIRECT`` writes through libaio, 16 in flight
-(IOPS: the price of dropping each one's range from the page cache); and from Python, ``--files`` files: create with 1 KiB written, stat warm
-(a second pass), open-read-close warm (a second pass), unlink (per second). ``--rounds`` rounds run interleaved (each job on every
-target back to back, the order rotated per round) and the medians are shown with each ratio to
-``direct``; the load average before and after is printed, since the machine is shared.
+(IOPS: the price of dropping each one's range from the page cache); and from Python, ``--files``
+files: create with 1 KiB written, stat warm (a second pass), open-read-close warm (a second
+pass), unlink (per second). ``--rounds`` rounds run interleaved (each job on every target back to
+back, the order rotated per round) and the medians are shown with each ratio to ``direct``; the
+load average before and after is printed, since the machine is shared.
 Directories (``--only dirs``): a ``telldir``/``seekdir`` walk of ``--walk`` entries
 (``tools/dirwalk.py``: a seek back after every entry) and ``ls -f`` of ``--list`` entries (caches
 dropped first). A full run (neither ``--only`` nor ``--jobs``) also runs the PySpark job
@@ -94,6 +95,16 @@ def _fio(directory: Path, name: str, size: int, runtime: int) -> dict:
     return {"MBps": round(side["bw_bytes"] / 1e6, 1), "iops": round(side["iops"])}
 
 
+def _read_small(path: Path) -> None:
+    """open read-only, read (a 1 KiB file whole), close."""
+    fd = os.open(path, os.O_RDONLY)
+    os.read(fd, 4096)
+    os.close(fd)
+
+
+WARM_JOBS = {"stat_warm": os.stat, "read_1K": _read_small}  # the jobs whose second pass is timed
+
+
 class _MetaFiles:
     """The Python create / stat / read / unlink loop over ``n`` files of 1 KiB in
     ``directory/meta``: ``create_1K`` (open, write 1 KiB, close), ``stat_warm`` (one untimed pass
@@ -116,19 +127,12 @@ class _MetaFiles:
                 fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 os.write(fd, payload)
                 os.close(fd)
-        elif job == "stat_warm":
-            for p in self.names:
-                os.stat(p)
-            t = time.perf_counter()
-            for p in self.names:
-                os.stat(p)
-        elif job == "read_1K":
-            for _ in range(2):  # the second pass is the one timed
+        elif job in WARM_JOBS:
+            each = WARM_JOBS[job]
+            for _ in range(2):  # an untimed pass first: names (and pages) in the kernel's caches
                 t = time.perf_counter()
                 for p in self.names:
-                    fd = os.open(p, os.O_RDONLY)
-                    os.read(fd, 4096)
-                    os.close(fd)
+                    each(p)
         else:
             for p in self.names:
                 os.unlink(p)

@@ -49,7 +49,6 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import os
 import struct
 
 import pyfuse3
@@ -57,7 +56,7 @@ import pyfuse3
 from ...ext import fuse_lowlevel
 from ..engine.page import PageCorrupt
 from ..errors import FsError
-from ..filesystem import FileSystem
+from ..filesystem import WRITE_ACCESS, FileSystem
 from ..inode_flags import flags_to_xflags, xflags_to_flags
 from ..keys import Inode
 from ..limits import ROOT_INO
@@ -69,7 +68,6 @@ log = logging.getLogger("traxfs.fs")
 TIMEOUT = 1.0
 CAPS = b"security.capability"
 DOTS = (b".", b"..")
-WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602  # _IOR/_IOW('f', 1/2, long), as the kernel sends them
 FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801C581F, 0x401C5820  # _IOR/_IOW('X', 31/32, struct fsxattr)
 FSXATTR = struct.Struct("<IIIII8x")  # xflags, extsize, nextents, projid, cowextsize, padding
